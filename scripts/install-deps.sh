@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tandem needs to build, test and run its main job.
+# Idempotent: asks apt only for packages that are missing, so a second run is instant.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libdnnl-dev          # oneDNN: CPU kernels for conv, matmul, pooling, batch norm, eltwise
+  libhwy-dev           # Highway: portable SIMD for loops oneDNN lacks
+  libgtest-dev libgmock-dev
+  zlib1g-dev           # gzip IDX files
+  dataset-fashion-mnist
+  python3 python3-venv # benchmark peers and interop tests run in a project virtualenv
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  if ! command -v sudo >/dev/null; then
+    echo "install-deps: need root or sudo to install: ${missing[*]}" >&2
+    exit 1
+  fi
+  sudo_cmd=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+if ! "${sudo_cmd[@]}" apt-get install -y --no-install-recommends "${missing[@]}"; then
+  "${sudo_cmd[@]}" apt-get update
+  "${sudo_cmd[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,194 @@
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ops/backend.h"
+#include "tandem/autodiff.h"
+
+namespace tandem {
+
+namespace {
+
+struct RecordedOp {
+  OpKind kind;
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;
+  Attrs attrs;
+};
+
+}  // namespace
+
+struct GradientTape::Impl {
+  bool persistent = false;
+  bool watch_accessed_variables = true;
+  bool recording = true;
+  bool used = false;
+  std::unordered_set<std::uint64_t> tracked;  // ids of watched tensors and of values derived from them
+  std::vector<RecordedOp> ops;
+
+  bool depends_on_watched(std::span<const Tensor> inputs) const {
+    for (const Tensor& input : inputs) {
+      if (tracked.contains(input.id())) return true;
+      if (watch_accessed_variables && input.is_variable() && is_floating(input.dtype())) return true;
+    }
+    return false;
+  }
+};
+
+namespace {
+
+struct ThreadTapes {
+  std::vector<GradientTape::Impl*> active;
+  int suspended = 0;  // NoGradGuard nesting depth
+};
+
+ThreadTapes& thread_tapes() {
+  thread_local ThreadTapes tapes;
+  return tapes;
+}
+
+// Observes every op; records it on this thread's tapes that watch one of its inputs.
+class TapeRecorder final : public OpObserver {
+ public:
+  void after_op(OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+                const Attrs& attrs) override {
+    ThreadTapes& tapes = thread_tapes();
+    if (tapes.active.empty() || tapes.suspended > 0) return;
+    // Ops whose outputs are all integer or bool (argmax, comparisons) carry no gradient.
+    const bool any_floating_output = std::any_of(outputs.begin(), outputs.end(), [](const Tensor& t) {
+      return is_floating(t.dtype());
+    });
+    if (!any_floating_output) return;
+    for (GradientTape::Impl* tape : tapes.active) {
+      if (!tape->recording || !tape->depends_on_watched(inputs)) continue;
+      for (const Tensor& input : inputs) {
+        if (input.is_variable() && tape->watch_accessed_variables) tape->tracked.insert(input.id());
+      }
+      for (const Tensor& output : outputs) tape->tracked.insert(output.id());
+      tape->ops.push_back(RecordedOp{kind, {inputs.begin(), inputs.end()},
+                                     {outputs.begin(), outputs.end()}, attrs});
+    }
+  }
+};
+
+void ensure_recorder_installed() {
+  static TapeRecorder recorder;
+  static const bool installed = [] {
+    add_op_observer(&recorder);
+    return true;
+  }();
+  (void)installed;
+}
+
+void accumulate(std::unordered_map<std::uint64_t, Tensor>& grads, const Tensor& tensor,
+                const Tensor& grad) {
+  auto [it, inserted] = grads.try_emplace(tensor.id(), grad);
+  if (!inserted) it->second = add(it->second, grad);
+}
+
+}  // namespace
+
+GradientTape::GradientTape(bool persistent, bool watch_accessed_variables)
+    : impl_(std::make_unique<Impl>()) {
+  ensure_recorder_installed();
+  impl_->persistent = persistent;
+  impl_->watch_accessed_variables = watch_accessed_variables;
+  thread_tapes().active.push_back(impl_.get());
+}
+
+GradientTape::~GradientTape() { std::erase(thread_tapes().active, impl_.get()); }
+
+void GradientTape::watch(const Tensor& tensor) {
+  if (!tensor.defined()) throw InvalidArgument("GradientTape::watch: tensor is undefined");
+  if (!is_floating(tensor.dtype())) {
+    throw InvalidArgument(std::string("GradientTape::watch: only floating tensors have "
+                                      "gradients, got ") +
+                          dtype_name(tensor.dtype()) + " of shape " + shape_str(tensor.shape()));
+  }
+  impl_->tracked.insert(tensor.id());
+}
+
+std::size_t GradientTape::recorded_ops() const { return impl_->ops.size(); }
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                           const Tensor& output_gradient, bool unconnected_zero) {
+  if (impl_->used && !impl_->persistent) {
+    throw Error(
+        "GradientTape::gradient called twice on a non-persistent tape; construct the tape with "
+        "persistent=true to take several gradients");
+  }
+  if (!target.defined()) throw InvalidArgument("GradientTape::gradient: target is undefined");
+  if (output_gradient.defined() && output_gradient.shape() != target.shape()) {
+    throw InvalidArgument("GradientTape::gradient: output_gradient " +
+                          shape_str(output_gradient.shape()) + " does not match the target " +
+                          shape_str(target.shape()));
+  }
+  impl_->used = true;
+  // The reverse pass is not recorded on this tape; outer tapes record it (higher-order gradients).
+  impl_->recording = false;
+  struct ResumeRecording {
+    Impl* tape;
+    ~ResumeRecording() { tape->recording = true; }
+  } resume{impl_.get()};
+
+  std::unordered_map<std::uint64_t, Tensor> grads;
+  grads.emplace(target.id(), output_gradient.defined()
+                                 ? output_gradient
+                                 : Tensor::ones(target.shape(), target.dtype(), target.device()));
+  std::unordered_set<std::uint64_t> wanted;
+  for (const Tensor& source : sources) wanted.insert(source.id());
+
+  for (auto node = impl_->ops.rbegin(); node != impl_->ops.rend(); ++node) {
+    std::vector<Tensor> output_grads(node->outputs.size());
+    bool any = false;
+    for (std::size_t i = 0; i < node->outputs.size(); ++i) {
+      auto it = grads.find(node->outputs[i].id());
+      if (it == grads.end()) continue;
+      output_grads[i] = it->second;
+      any = true;
+      // Keep gradients of requested sources; free the rest as soon as they are consumed.
+      if (!wanted.contains(it->first)) grads.erase(it);
+    }
+    if (!any) continue;
+    const OpDef& def = op_def(node->kind);
+    if (def.gradient == nullptr) {
+      throw Error(std::string("GradientTape::gradient: op ") + def.name +
+                  " has no gradient rule, so the target cannot be differentiated through it");
+    }
+    const std::vector<Tensor> input_grads =
+        def.gradient(GradContext{node->inputs, node->outputs, output_grads, node->attrs});
+    TANDEM_ASSERT(input_grads.size() == node->inputs.size(),
+                  std::string("gradient rule of ") + def.name + " returned the wrong count");
+    for (std::size_t i = 0; i < input_grads.size(); ++i) {
+      const Tensor& grad = input_grads[i];
+      if (!grad.defined()) continue;
+      const Tensor& input = node->inputs[i];
+      if (!impl_->tracked.contains(input.id())) continue;
+      TANDEM_ASSERT(grad.shape() == input.shape(),
+                    std::string("gradient rule of ") + def.name + " gave shape " +
+                        shape_str(grad.shape()) + " for input " + shape_str(input.shape()));
+      accumulate(grads, input, grad);
+    }
+  }
+
+  std::vector<Tensor> result;
+  result.reserve(sources.size());
+  for (const Tensor& source : sources) {
+    auto it = grads.find(source.id());
+    if (it != grads.end()) {
+      result.push_back(it->second);
+    } else if (unconnected_zero) {
+      result.push_back(Tensor::zeros(source.shape(), source.dtype(), source.device()));
+    } else {
+      result.emplace_back();
+    }
+  }
+  if (!impl_->persistent) impl_->ops.clear();
+  return result;
+}
+
+NoGradGuard::NoGradGuard() { ++thread_tapes().suspended; }
+NoGradGuard::~NoGradGuard() { --thread_tapes().suspended; }
+
+}  // namespace tandem

@@ -1,0 +1,7 @@
+#include "backend/cpu/cpu_backend.h"
+
+namespace tandem::cpu {
+
+void register_conv_kernels(KernelTable&) {}
+
+}  // namespace tandem::cpu

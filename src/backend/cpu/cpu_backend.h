@@ -1,0 +1,40 @@
+#pragma once
+// The CPU backend: oneDNN for the heavy ops (conv, matmul, pooling, batch norm, eltwise, binary,
+// softmax, reduction, reorders) in f32/bf16, and plain vectorisable OpenMP loops for everything
+// oneDNN lacks (f64, integers, bool, general broadcasting), which also serve as the reference
+// the oneDNN paths are tested against.
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+
+#include "ops/backend.h"
+
+namespace tandem::cpu {
+
+using KernelFn = void (*)(const KernelContext& context);
+
+struct Kernel {
+  KernelFn run = nullptr;
+  std::uint32_t dtype_mask = 0;  // bit i set: inputs of DType i supported
+};
+
+std::uint32_t dtype_mask(std::initializer_list<DType> dtypes);
+std::uint32_t all_dtypes_mask();
+std::uint32_t floating_dtypes_mask();  // f32, f64, bf16, f16
+
+using KernelTable = std::array<Kernel, kNumOps>;
+
+// Each kernel family file registers its kernels; cpu_backend.cpp calls them all.
+void register_elementwise_kernels(KernelTable& table);
+void register_reduction_kernels(KernelTable& table);
+void register_linalg_kernels(KernelTable& table);
+void register_conv_kernels(KernelTable& table);
+void register_pool_kernels(KernelTable& table);
+void register_norm_kernels(KernelTable& table);
+void register_softmax_kernels(KernelTable& table);
+void register_layout_kernels(KernelTable& table);
+void register_loss_kernels(KernelTable& table);
+void register_dropout_kernels(KernelTable& table);
+void register_optimizer_kernels(KernelTable& table);
+
+}  // namespace tandem::cpu

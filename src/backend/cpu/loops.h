@@ -1,0 +1,108 @@
+#pragma once
+// Building blocks for the CPU backend's own loops: an OpenMP parallel-for that stays serial for
+// small work (thread start-up costs more than it saves), and broadcast iteration.
+#include <omp.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "tandem/tensor.h"
+
+namespace tandem::cpu {
+
+// Below this many elements a loop runs on one thread.
+inline constexpr std::int64_t kParallelGrain = 32768;
+
+// Calls body(begin, end) over [0, count) split across threads.
+template <typename Body>
+void parallel_for(std::int64_t count, std::int64_t cost_per_item, Body&& body) {
+  if (count <= 0) return;
+  const std::int64_t work = count * (cost_per_item > 0 ? cost_per_item : 1);
+  const int threads = omp_get_max_threads();
+  if (work < kParallelGrain || threads == 1 || omp_in_parallel()) {
+    body(std::int64_t{0}, count);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const std::int64_t thread_count = omp_get_num_threads();
+    const std::int64_t thread = omp_get_thread_num();
+    const std::int64_t begin = count * thread / thread_count;
+    const std::int64_t end = count * (thread + 1) / thread_count;
+    if (begin < end) body(begin, end);
+  }
+}
+
+// Iterates an output of shape `out_shape` with up to three broadcast inputs, as rows of the
+// innermost (coalesced) dimension: per row each input has a start offset and a stride of 0
+// (broadcast) or 1 along the row.
+template <int kInputs>
+class BroadcastPlan {
+ public:
+  BroadcastPlan(const Shape& out_shape, const std::array<const Shape*, kInputs>& input_shapes) {
+    const std::size_t rank = out_shape.size();
+    // Per-input strides aligned to the output's rank, 0 where the input broadcasts.
+    std::vector<std::array<std::int64_t, kInputs>> strides(rank);
+    for (int k = 0; k < kInputs; ++k) {
+      const Shape& shape = *input_shapes[k];
+      std::int64_t stride = 1;
+      for (std::size_t i = rank; i-- > 0;) {
+        const std::size_t offset = rank - shape.size();
+        const std::int64_t extent = i < offset ? 1 : shape[i - offset];
+        strides[i][k] = extent == 1 ? 0 : stride;
+        stride *= extent;
+      }
+    }
+    // Coalesce adjacent axes whose strides continue each other, so rows get long.
+    for (std::size_t i = 0; i < rank; ++i) {
+      if (out_shape[i] == 1) continue;
+      if (!extents_.empty()) {
+        bool mergeable = true;
+        for (int k = 0; k < kInputs; ++k) {
+          if (strides_.back()[k] != strides[i][k] * out_shape[i]) mergeable = false;
+        }
+        if (mergeable) {
+          extents_.back() *= out_shape[i];
+          strides_.back() = strides[i];
+          continue;
+        }
+      }
+      extents_.push_back(out_shape[i]);
+      strides_.push_back(strides[i]);
+    }
+    if (extents_.empty()) {
+      extents_.push_back(1);
+      strides_.push_back({});
+    }
+    row_length_ = extents_.back();
+    for (int k = 0; k < kInputs; ++k) row_stride_[k] = strides_.back()[k] != 0 ? 1 : 0;
+    // A coalesced inner stride other than 0/1 cannot happen for dense inputs.
+    rows_ = 1;
+    for (std::size_t i = 0; i + 1 < extents_.size(); ++i) rows_ *= extents_[i];
+  }
+
+  std::int64_t rows() const { return rows_; }
+  std::int64_t row_length() const { return row_length_; }
+  std::int64_t row_stride(int input) const { return row_stride_[input]; }
+
+  // Start offset of each input for output row `row`.
+  std::array<std::int64_t, kInputs> row_offsets(std::int64_t row) const {
+    std::array<std::int64_t, kInputs> offsets{};
+    for (std::size_t i = extents_.size() - 1; i-- > 0;) {
+      const std::int64_t index = row % extents_[i];
+      row /= extents_[i];
+      for (int k = 0; k < kInputs; ++k) offsets[k] += index * strides_[i][k];
+    }
+    return offsets;
+  }
+
+ private:
+  std::vector<std::int64_t> extents_;
+  std::vector<std::array<std::int64_t, kInputs>> strides_;
+  std::int64_t rows_ = 1;
+  std::int64_t row_length_ = 1;
+  std::array<std::int64_t, kInputs> row_stride_{};
+};
+
+}  // namespace tandem::cpu

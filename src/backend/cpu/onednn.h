@@ -1,0 +1,28 @@
+#pragma once
+// Shared oneDNN plumbing for the CPU kernels: one engine and stream, and memory descriptors and
+// memory objects that wrap Tandem tensors without copying.
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+
+#include "tandem/tensor.h"
+
+namespace tandem::cpu {
+
+dnnl::engine& onednn_engine();
+dnnl::stream& onednn_stream();
+
+// The oneDNN data type of `dtype`, or nothing where oneDNN has none (f64, i64, bool).
+std::optional<dnnl::memory::data_type> onednn_data_type(DType dtype);
+bool onednn_supports(DType dtype);
+
+dnnl::memory::dims onednn_dims(const Shape& shape);
+// Plain row-major layout of any rank (a, ab, abc, ...); NHWC tensors are row-major too.
+dnnl::memory::desc plain_desc(const Shape& shape, DType dtype);
+// Treats an NHWC tensor as oneDNN's logical NCHW with an nhwc physical layout.
+dnnl::memory::desc nhwc_desc(const Shape& nhwc_shape, DType dtype);
+dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor);
+
+// Runs one primitive on the shared stream and waits for it.
+void execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args);
+
+}  // namespace tandem::cpu

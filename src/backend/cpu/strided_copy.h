@@ -1,0 +1,20 @@
+#pragma once
+// Strided N-d copies, the one mechanism behind transpose, slice, pad and concat: each is a copy
+// between two dense buffers seen through different strides.
+#include <cstdint>
+#include <vector>
+
+#include "tandem/tensor.h"
+
+namespace tandem::cpu {
+
+// Row-major strides (in elements) of a dense tensor of `shape`.
+std::vector<std::int64_t> dense_strides(const Shape& shape);
+
+// Copies `shape` elements of `element_size` bytes from src (read through src_strides) to dst
+// (written through dst_strides); strides are in elements. Parallel for large copies.
+void strided_copy(void* dst, const std::vector<std::int64_t>& dst_strides, const void* src,
+                  const std::vector<std::int64_t>& src_strides, const Shape& shape,
+                  std::size_t element_size);
+
+}  // namespace tandem::cpu

@@ -1,0 +1,8 @@
+#include <iostream>
+
+#include "tandem/runtime.h"
+
+int main() {
+  std::cout << "tandem " << tandem::version() << "\n";
+  return 0;
+}

@@ -1,0 +1,46 @@
+#pragma once
+// The small interface every backend implements. A backend owns the kernels of one device type;
+// the op table owns everything else about an op.
+#include <span>
+
+#include "ops/op_table.h"
+
+namespace tandem {
+
+struct KernelContext {
+  OpKind kind;
+  std::span<const Tensor> inputs;
+  std::span<Tensor> outputs;  // allocated (or aliased) by dispatch before the kernel runs
+  const Attrs& attrs;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceType device_type() const = 0;
+  virtual const char* name() const = 0;
+  // Whether run() has a kernel for this op with inputs of this dtype.
+  virtual bool supports(OpKind kind, DType dtype) const = 0;
+  virtual void run(const KernelContext& context) = 0;
+  // Waits until every kernel launched so far has finished.
+  virtual void synchronize() = 0;
+};
+
+Backend& backend_for(Device device);
+void register_backend(DeviceType type, Backend* backend);
+// Defined by src/backend/cpu; always present.
+Backend& cpu_backend();
+
+// Called around every op run; the profiler and the autodiff tape attach here, so the ops layer
+// depends on neither.
+class OpObserver {
+ public:
+  virtual ~OpObserver() = default;
+  virtual void before_op(OpKind, std::span<const Tensor> inputs, const Attrs&) {}
+  virtual void after_op(OpKind kind, std::span<const Tensor> inputs,
+                        std::span<const Tensor> outputs, const Attrs& attrs) = 0;
+};
+void add_op_observer(OpObserver* observer);
+void remove_op_observer(OpObserver* observer);
+
+}  // namespace tandem

@@ -1,0 +1,244 @@
+// Layout and type ops: reshape (a view), transpose, concat, slice, pad, cast. Their gradients
+// are each other: slice <-> pad, concat -> slices, transpose -> inverse transpose.
+#include <algorithm>
+#include <numeric>
+
+#include "ops/op_table.h"
+
+namespace tandem {
+namespace {
+
+std::vector<TensorMeta> infer_reshape(const char* op, std::span<const TensorMeta> in,
+                                      const Attrs& attrs) {
+  const Shape& shape = attrs.get_ints("shape");
+  if (shape_numel(shape) != shape_numel(in[0].shape)) {
+    throw InvalidArgument(std::string(op) + ": cannot reshape " + shape_str(in[0].shape) + " (" +
+                          std::to_string(shape_numel(in[0].shape)) + " elements) to " +
+                          shape_str(shape) + " (" + std::to_string(shape_numel(shape)) +
+                          " elements)");
+  }
+  return {{shape, in[0].dtype}};
+}
+
+std::vector<TensorMeta> infer_transpose(const char* op, std::span<const TensorMeta> in,
+                                        const Attrs& attrs) {
+  const std::vector<std::int64_t>& permutation = attrs.get_ints("perm");
+  const Shape& shape = in[0].shape;
+  std::vector<std::int64_t> sorted = permutation;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::int64_t> identity(shape.size());
+  std::iota(identity.begin(), identity.end(), 0);
+  if (sorted != identity) {
+    throw InvalidArgument(std::string(op) + ": permutation " + shape_str(permutation) +
+                          " is not a permutation of the " + std::to_string(shape.size()) +
+                          " axes of shape " + shape_str(shape));
+  }
+  Shape result(shape.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    result[i] = shape[static_cast<std::size_t>(permutation[i])];
+  }
+  return {{result, in[0].dtype}};
+}
+
+std::vector<TensorMeta> infer_concat(const char* op, std::span<const TensorMeta> in,
+                                     const Attrs& attrs) {
+  require_same_dtype(op, in);
+  const std::int64_t axis = normalize_axis(op, attrs.get_int("axis"), in[0].shape);
+  Shape result = in[0].shape;
+  for (std::size_t k = 1; k < in.size(); ++k) {
+    const Shape& shape = in[k].shape;
+    bool compatible = shape.size() == result.size();
+    for (std::size_t i = 0; compatible && i < shape.size(); ++i) {
+      if (static_cast<std::int64_t>(i) != axis && shape[i] != result[i]) compatible = false;
+    }
+    if (!compatible) {
+      throw InvalidArgument(std::string(op) + ": input " + std::to_string(k) + " has shape " +
+                            shape_str(shape) + ", incompatible with " + shape_str(in[0].shape) +
+                            " for concatenation along axis " + std::to_string(axis));
+    }
+    result[static_cast<std::size_t>(axis)] += shape[static_cast<std::size_t>(axis)];
+  }
+  return {{result, in[0].dtype}};
+}
+
+std::vector<TensorMeta> infer_slice(const char* op, std::span<const TensorMeta> in,
+                                    const Attrs& attrs) {
+  const std::vector<std::int64_t>& begin = attrs.get_ints("begin");
+  const std::vector<std::int64_t>& size = attrs.get_ints("size");
+  const Shape& shape = in[0].shape;
+  if (begin.size() != shape.size() || size.size() != shape.size()) {
+    throw InvalidArgument(std::string(op) + ": begin " + shape_str(begin) + " and size " +
+                          shape_str(size) + " need one entry per axis of shape " +
+                          shape_str(shape));
+  }
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (begin[i] < 0 || size[i] < 0 || begin[i] + size[i] > shape[i]) {
+      throw InvalidArgument(std::string(op) + ": axis " + std::to_string(i) + " range [" +
+                            std::to_string(begin[i]) + ", " + std::to_string(begin[i] + size[i]) +
+                            ") is outside shape " + shape_str(shape));
+    }
+  }
+  return {{size, in[0].dtype}};
+}
+
+std::vector<TensorMeta> infer_pad(const char* op, std::span<const TensorMeta> in,
+                                  const Attrs& attrs) {
+  const std::vector<std::int64_t>& paddings = attrs.get_ints("paddings");
+  const Shape& shape = in[0].shape;
+  if (paddings.size() != 2 * shape.size()) {
+    throw InvalidArgument(std::string(op) + ": needs {before, after} for each of the " +
+                          std::to_string(shape.size()) + " axes of shape " + shape_str(shape));
+  }
+  Shape result = shape;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (paddings[2 * i] < 0 || paddings[2 * i + 1] < 0) {
+      throw InvalidArgument(std::string(op) + ": negative padding on axis " + std::to_string(i) +
+                            "; use slice to crop");
+    }
+    result[i] += paddings[2 * i] + paddings[2 * i + 1];
+  }
+  return {{result, in[0].dtype}};
+}
+
+std::vector<TensorMeta> infer_cast(const char*, std::span<const TensorMeta> in,
+                                   const Attrs& attrs) {
+  return {{in[0].shape, attrs.get_dtype("dtype")}};
+}
+
+OpCost copy_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+  return {0.0, bytes_of(out) * 2};
+}
+
+OpCost no_cost(std::span<const TensorMeta>, std::span<const TensorMeta>, const Attrs&) {
+  return {0.0, 0.0};
+}
+
+std::vector<Tensor> grad_reshape(const GradContext& c) {
+  return {reshape(c.output_grads[0], c.inputs[0].shape())};
+}
+
+std::vector<Tensor> grad_transpose(const GradContext& c) {
+  const std::vector<std::int64_t>& permutation = c.attrs.get_ints("perm");
+  std::vector<std::int64_t> inverse(permutation.size());
+  for (std::size_t i = 0; i < permutation.size(); ++i) {
+    inverse[static_cast<std::size_t>(permutation[i])] = static_cast<std::int64_t>(i);
+  }
+  return {transpose(c.output_grads[0], inverse)};
+}
+
+std::vector<Tensor> grad_concat(const GradContext& c) {
+  const Tensor& dy = c.output_grads[0];
+  const auto axis = static_cast<std::size_t>(c.attrs.get_int("axis"));
+  std::vector<std::int64_t> begin(dy.shape().size(), 0);
+  std::vector<Tensor> grads;
+  for (const Tensor& input : c.inputs) {
+    grads.push_back(slice(dy, begin, input.shape()));
+    begin[axis] += input.shape()[axis];
+  }
+  return grads;
+}
+
+std::vector<Tensor> grad_slice(const GradContext& c) {
+  const std::vector<std::int64_t>& begin = c.attrs.get_ints("begin");
+  const Shape& input_shape = c.inputs[0].shape();
+  const Shape& size = c.outputs[0].shape();
+  std::vector<std::array<std::int64_t, 2>> paddings;
+  for (std::size_t i = 0; i < input_shape.size(); ++i) {
+    paddings.push_back({begin[i], input_shape[i] - begin[i] - size[i]});
+  }
+  return {pad(c.output_grads[0], paddings)};
+}
+
+std::vector<Tensor> grad_pad(const GradContext& c) {
+  const std::vector<std::int64_t>& paddings = c.attrs.get_ints("paddings");
+  std::vector<std::int64_t> begin;
+  for (std::size_t i = 0; i < c.inputs[0].shape().size(); ++i) begin.push_back(paddings[2 * i]);
+  return {slice(c.output_grads[0], begin, c.inputs[0].shape())};
+}
+
+std::vector<Tensor> grad_cast(const GradContext& c) {
+  if (!is_floating(c.inputs[0].dtype())) return {Tensor()};
+  return {cast(c.output_grads[0], c.inputs[0].dtype())};
+}
+
+void define(OpTable& table, OpKind kind, const char* name, int min_inputs, int max_inputs,
+            InferFn infer, GradientFn gradient, CostFn cost, std::vector<int> aliases = {}) {
+  table[static_cast<std::size_t>(kind)] =
+      OpDef{kind, name, min_inputs, max_inputs, infer, gradient, cost, std::move(aliases)};
+}
+
+}  // namespace
+
+void define_layout_ops(OpTable& table) {
+  define(table, OpKind::reshape, "reshape", 1, 1, infer_reshape, grad_reshape, no_cost, {0});
+  define(table, OpKind::transpose, "transpose", 1, 1, infer_transpose, grad_transpose, copy_cost);
+  define(table, OpKind::concat, "concat", 1, -1, infer_concat, grad_concat, copy_cost);
+  define(table, OpKind::slice, "slice", 1, 1, infer_slice, grad_slice, copy_cost);
+  define(table, OpKind::pad, "pad", 1, 1, infer_pad, grad_pad, copy_cost);
+  define(table, OpKind::cast, "cast", 1, 1, infer_cast, grad_cast, nullptr);
+}
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  Shape resolved = shape;
+  std::int64_t known = 1;
+  int inferred_axis = -1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (inferred_axis >= 0) {
+        throw InvalidArgument("reshape: target shape " + shape_str(shape) +
+                              " has more than one -1; at most one extent can be inferred");
+      }
+      inferred_axis = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      throw InvalidArgument("reshape: negative extent in target shape " + shape_str(shape));
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (inferred_axis >= 0) {
+    if (known == 0 || x.numel() % known != 0) {
+      throw InvalidArgument("reshape: cannot reshape " + shape_str(x.shape()) + " (" +
+                            std::to_string(x.numel()) + " elements) to " + shape_str(shape));
+    }
+    resolved[static_cast<std::size_t>(inferred_axis)] = x.numel() / known;
+  }
+  if (resolved == x.shape()) return x;
+  return call_op(OpKind::reshape, {x}, {{"shape", resolved}})[0];
+}
+
+Tensor transpose(const Tensor& x, const std::vector<std::int64_t>& permutation) {
+  std::vector<std::int64_t> resolved;
+  for (std::int64_t axis : permutation) resolved.push_back(normalize_axis("transpose", axis, x.shape()));
+  return call_op(OpKind::transpose, {x}, {{"perm", resolved}})[0];
+}
+
+Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis) {
+  if (xs.empty()) throw InvalidArgument("concat: needs at least one tensor");
+  return call_op(OpKind::concat, xs, {{"axis", normalize_axis("concat", axis, xs[0].shape())}})[0];
+}
+
+Tensor slice(const Tensor& x, const std::vector<std::int64_t>& begin,
+             const std::vector<std::int64_t>& size) {
+  std::vector<std::int64_t> resolved = size;
+  for (std::size_t i = 0; i < resolved.size() && i < begin.size(); ++i) {
+    if (resolved[i] == -1 && i < x.shape().size()) resolved[i] = x.shape()[i] - begin[i];
+  }
+  return call_op(OpKind::slice, {x}, {{"begin", begin}, {"size", resolved}})[0];
+}
+
+Tensor pad(const Tensor& x, const std::vector<std::array<std::int64_t, 2>>& paddings,
+           double value) {
+  std::vector<std::int64_t> flat;
+  for (const auto& [before, after] : paddings) {
+    flat.push_back(before);
+    flat.push_back(after);
+  }
+  return call_op(OpKind::pad, {x}, {{"paddings", flat}, {"value", value}})[0];
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  return call_op(OpKind::cast, {x}, {{"dtype", dtype}})[0];
+}
+
+}  // namespace tandem

@@ -1,0 +1,156 @@
+// Reductions (sum, mean, max, argmax) and broadcasting, with their gradients: a reduction's
+// gradient broadcasts back, a broadcast's gradient sums back (sum_to_shape).
+#include <algorithm>
+
+#include "ops/op_table.h"
+
+namespace tandem {
+namespace {
+
+Shape reduced_shape(const Shape& shape, const std::vector<std::int64_t>& axes, bool keepdims) {
+  Shape result;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const bool reduced =
+        std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(i)) != axes.end();
+    if (!reduced) {
+      result.push_back(shape[i]);
+    } else if (keepdims) {
+      result.push_back(1);
+    }
+  }
+  return result;
+}
+
+std::vector<TensorMeta> infer_reduce(const char* op, std::span<const TensorMeta> in,
+                                     const Attrs& attrs) {
+  const std::vector<std::int64_t> axes = normalize_axes(op, attrs.get_ints("axes"), in[0].shape);
+  if (in[0].dtype == DType::boolean) {
+    throw InvalidArgument(std::string(op) + ": cannot reduce a bool tensor of shape " +
+                          shape_str(in[0].shape) + "; cast it to i32 or f32 first");
+  }
+  for (std::int64_t axis : axes) {
+    if (std::string(op) != "sum" && in[0].shape[static_cast<std::size_t>(axis)] == 0) {
+      throw InvalidArgument(std::string(op) + ": axis " + std::to_string(axis) +
+                            " of shape " + shape_str(in[0].shape) +
+                            " is empty, so the reduction has no value");
+    }
+  }
+  return {{reduced_shape(in[0].shape, axes, attrs.get_bool("keepdims")), in[0].dtype}};
+}
+
+std::vector<TensorMeta> infer_argmax(const char* op, std::span<const TensorMeta> in,
+                                     const Attrs& attrs) {
+  const std::int64_t axis = normalize_axis(op, attrs.get_int("axis"), in[0].shape);
+  if (in[0].shape[static_cast<std::size_t>(axis)] == 0) {
+    throw InvalidArgument(std::string(op) + ": axis " + std::to_string(axis) + " of shape " +
+                          shape_str(in[0].shape) + " is empty");
+  }
+  return {{reduced_shape(in[0].shape, {axis}, false), DType::i64}};
+}
+
+std::vector<TensorMeta> infer_broadcast_to(const char* op, std::span<const TensorMeta> in,
+                                           const Attrs& attrs) {
+  const Shape& target = attrs.get_ints("shape");
+  if (broadcast_shapes(op, in[0].shape, target) != target) {
+    throw InvalidArgument(std::string(op) + ": cannot broadcast shape " + shape_str(in[0].shape) +
+                          " to " + shape_str(target));
+  }
+  return {{target, in[0].dtype}};
+}
+
+OpCost reduce_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+  return {static_cast<double>(shape_numel(in[0].shape)), bytes_of(in) + bytes_of(out)};
+}
+
+// dy reshaped to keepdims form so it broadcasts against the input.
+Tensor keepdims_view(const Tensor& reduced, const GradContext& c) {
+  const std::vector<std::int64_t> axes =
+      normalize_axes("sum", c.attrs.get_ints("axes"), c.inputs[0].shape());
+  return reshape(reduced, reduced_shape(c.inputs[0].shape(), axes, true));
+}
+
+std::vector<Tensor> grad_sum(const GradContext& c) {
+  return {broadcast_to(keepdims_view(c.output_grads[0], c), c.inputs[0].shape())};
+}
+
+std::vector<Tensor> grad_mean(const GradContext& c) {
+  const double count = static_cast<double>(c.inputs[0].numel()) /
+                       static_cast<double>(std::max<std::int64_t>(c.outputs[0].numel(), 1));
+  return {broadcast_to(keepdims_view(c.output_grads[0], c), c.inputs[0].shape()) / count};
+}
+
+// The gradient is shared equally among tied maxima, as TensorFlow does.
+std::vector<Tensor> grad_max(const GradContext& c) {
+  const Tensor& x = c.inputs[0];
+  const Tensor is_max = cast(equal(x, broadcast_to(keepdims_view(c.outputs[0], c), x.shape())),
+                             x.dtype());
+  const Tensor ties = sum(is_max, c.attrs.get_ints("axes"), true);
+  return {is_max * broadcast_to(keepdims_view(c.output_grads[0], c), x.shape()) / ties};
+}
+
+std::vector<Tensor> grad_broadcast_to(const GradContext& c) {
+  return {sum_to_shape(c.output_grads[0], c.inputs[0].shape())};
+}
+
+void define(OpTable& table, OpKind kind, const char* name, InferFn infer, GradientFn gradient,
+            CostFn cost) {
+  table[static_cast<std::size_t>(kind)] = OpDef{kind, name, 1, 1, infer, gradient, cost, {}};
+}
+
+Tensor reduce(OpKind kind, const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdims) {
+  const std::vector<std::int64_t> resolved = normalize_axes(op_name(kind), axes, x.shape());
+  return call_op(kind, {x}, {{"axes", resolved}, {"keepdims", keepdims}})[0];
+}
+
+}  // namespace
+
+void define_reduction_ops(OpTable& table) {
+  define(table, OpKind::sum, "sum", infer_reduce, grad_sum, reduce_cost);
+  define(table, OpKind::mean, "mean", infer_reduce, grad_mean, reduce_cost);
+  define(table, OpKind::max, "max", infer_reduce, grad_max, reduce_cost);
+  define(table, OpKind::argmax, "argmax", infer_argmax, nullptr, reduce_cost);
+  define(table, OpKind::broadcast_to, "broadcast_to", infer_broadcast_to, grad_broadcast_to,
+         nullptr);
+}
+
+Tensor sum(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdims) {
+  return reduce(OpKind::sum, x, axes, keepdims);
+}
+Tensor mean(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdims) {
+  return reduce(OpKind::mean, x, axes, keepdims);
+}
+Tensor reduce_max(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdims) {
+  return reduce(OpKind::max, x, axes, keepdims);
+}
+Tensor argmax(const Tensor& x, std::int64_t axis) {
+  return call_op(OpKind::argmax, {x}, {{"axis", normalize_axis("argmax", axis, x.shape())}})[0];
+}
+
+Tensor broadcast_to(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  return call_op(OpKind::broadcast_to, {x}, {{"shape", shape}})[0];
+}
+
+Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  const Shape& from = x.shape();
+  if (from.size() < shape.size()) {
+    throw InvalidArgument("sum_to_shape: cannot sum " + shape_str(from) + " down to the larger rank " +
+                          shape_str(shape));
+  }
+  const std::size_t leading = from.size() - shape.size();
+  std::vector<std::int64_t> axes;
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    if (i < leading) {
+      axes.push_back(static_cast<std::int64_t>(i));
+    } else if (shape[i - leading] == 1 && from[i] != 1) {
+      axes.push_back(static_cast<std::int64_t>(i));
+    } else if (shape[i - leading] != from[i]) {
+      throw InvalidArgument("sum_to_shape: " + shape_str(from) + " does not broadcast from " +
+                            shape_str(shape));
+    }
+  }
+  return reshape(axes.empty() ? x : sum(x, axes, true), shape);
+}
+
+}  // namespace tandem
