@@ -156,8 +156,15 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
       throw Error(std::string("GradientTape::gradient: op ") + def.name +
                   " has no gradient rule, so the target cannot be differentiated through it");
     }
-    const std::vector<Tensor> input_grads =
-        def.gradient(GradContext{node->inputs, node->outputs, output_grads, node->attrs});
+    std::vector<bool> needs_grad(node->inputs.size());
+    bool any_needed = false;
+    for (std::size_t i = 0; i < node->inputs.size(); ++i) {
+      needs_grad[i] = impl_->tracked.contains(node->inputs[i].id());
+      any_needed = any_needed || needs_grad[i];
+    }
+    if (!any_needed) continue;
+    const std::vector<Tensor> input_grads = def.gradient(
+        GradContext{node->inputs, node->outputs, output_grads, node->attrs, &needs_grad});
     TANDEM_ASSERT(input_grads.size() == node->inputs.size(),
                   std::string("gradient rule of ") + def.name + " returned the wrong count");
     for (std::size_t i = 0; i < input_grads.size(); ++i) {

@@ -1,5 +1,7 @@
 #include "core/allocator.h"
 
+#include <malloc.h>
+
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +15,15 @@ namespace {
 
 class CpuMemory final : public DeviceMemory {
  public:
+  CpuMemory() {
+    // A training step frees and reallocates the same activation sizes every iteration. glibc
+    // serves blocks above its mmap threshold with fresh pages and unmaps them on free, so each
+    // step would page-fault through every activation again (measured: ~2x the time of a relu on
+    // a 2.7 MB tensor). Keeping blocks up to glibc's 32 MiB cap on the heap and not trimming it
+    // makes the memory of one step serve the next.
+    mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 1024 * 1024 * 1024);
+  }
   void* allocate(std::size_t nbytes) override {
     // aligned_alloc needs a size that is a multiple of the alignment.
     const std::size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;

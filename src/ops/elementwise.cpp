@@ -66,6 +66,9 @@ std::vector<Tensor> grad_neg(const GradContext& c) { return {neg(c.output_grads[
 std::vector<Tensor> grad_abs(const GradContext& c) {
   return {mul(c.output_grads[0], sign(c.inputs[0]))};
 }
+// sign is piecewise constant: zero gradient (and no error when a second-order gradient of abs
+// flows through it).
+std::vector<Tensor> grad_sign(const GradContext&) { return {Tensor()}; }
 std::vector<Tensor> grad_exp(const GradContext& c) { return {mul(c.output_grads[0], c.outputs[0])}; }
 std::vector<Tensor> grad_log(const GradContext& c) { return {div(c.output_grads[0], c.inputs[0])}; }
 std::vector<Tensor> grad_sqrt(const GradContext& c) {
@@ -177,7 +180,7 @@ void define_elementwise_ops(OpTable& table) {
   using K = OpKind;
   define(table, K::neg, "neg", 1, infer_unary, grad_neg, cost_per_element<1>);
   define(table, K::abs, "abs", 1, infer_unary, grad_abs, cost_per_element<1>);
-  define(table, K::sign, "sign", 1, infer_unary, nullptr, cost_per_element<1>);
+  define(table, K::sign, "sign", 1, infer_unary, grad_sign, cost_per_element<1>);
   define(table, K::exp, "exp", 1, infer_unary_floating, grad_exp, cost_per_element<1>);
   define(table, K::log, "log", 1, infer_unary_floating, grad_log, cost_per_element<1>);
   define(table, K::sqrt, "sqrt", 1, infer_unary_floating, grad_sqrt, cost_per_element<1>);

@@ -1,8 +1,157 @@
+// Matrix multiplication: a (..., M, K) x b (..., K, N) [+ bias (N,)], either operand optionally
+// transposed in its last two axes. Definition, wrappers and gradient rule side by side.
+#include <numeric>
+#include <string>
+
 #include "ops/op_table.h"
 
 namespace tandem {
+namespace {
 
-// Filled in by the linalg op family.
-void define_linalg_ops(OpTable&) {}
+// The logical (M, K) / (K, N) extents of one operand, whose last two axes hold the matrix.
+struct MatrixExtents {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+};
+
+MatrixExtents matrix_extents(const Shape& shape, bool transposed) {
+  const std::int64_t stored_rows = shape[shape.size() - 2];
+  const std::int64_t stored_cols = shape[shape.size() - 1];
+  return transposed ? MatrixExtents{stored_cols, stored_rows}
+                    : MatrixExtents{stored_rows, stored_cols};
+}
+
+std::string operand_str(const char* name, const TensorMeta& meta, bool transposed) {
+  return std::string(name) + " " + shape_str(meta.shape) + (transposed ? " (transposed)" : "");
+}
+
+std::vector<TensorMeta> infer_matmul(const char* op, std::span<const TensorMeta> in,
+                                     const Attrs& attrs) {
+  const TensorMeta& a = in[0];
+  const TensorMeta& b = in[1];
+  const bool transpose_a = attrs.get_bool("transpose_a");
+  const bool transpose_b = attrs.get_bool("transpose_b");
+  require_same_dtype(op, in);
+  if (a.dtype == DType::boolean) {
+    throw InvalidArgument(std::string(op) + ": bool operands " + shape_str(a.shape) + " and " +
+                          shape_str(b.shape) + " cannot be multiplied; cast them to f32 or i32");
+  }
+  if (a.shape.size() < 2 || b.shape.size() < 2) {
+    throw InvalidArgument(std::string(op) + ": both operands need rank >= 2, got a " +
+                          shape_str(a.shape) + " and b " + shape_str(b.shape) +
+                          "; reshape a vector to (1, K) or (K, 1)");
+  }
+  const MatrixExtents a_matrix = matrix_extents(a.shape, transpose_a);  // (M, K)
+  const MatrixExtents b_matrix = matrix_extents(b.shape, transpose_b);  // (K, N)
+  if (a_matrix.cols != b_matrix.rows) {
+    throw InvalidArgument(
+        std::string(op) + ": inner extents differ: " + operand_str("a", a, transpose_a) +
+        " has K = " + std::to_string(a_matrix.cols) + " but " + operand_str("b", b, transpose_b) +
+        " has K = " + std::to_string(b_matrix.rows) + "; check the transpose flags");
+  }
+  const Shape a_batch(a.shape.begin(), a.shape.end() - 2);
+  const Shape b_batch(b.shape.begin(), b.shape.end() - 2);
+  if (!b_batch.empty() && a_batch != b_batch) {
+    throw InvalidArgument(std::string(op) + ": batch extents differ: a " + shape_str(a.shape) +
+                          " and b " + shape_str(b.shape) +
+                          "; b must have a's batch extents or be a 2-D matrix");
+  }
+  if (in.size() == 3) {
+    const TensorMeta& bias = in[2];
+    if (bias.shape != Shape{b_matrix.cols}) {
+      throw InvalidArgument(std::string(op) + ": bias " + shape_str(bias.shape) +
+                            " must have shape (" + std::to_string(b_matrix.cols) +
+                            ",) to match N of b " + shape_str(b.shape));
+    }
+  }
+  Shape out_shape = a_batch;
+  out_shape.push_back(a_matrix.rows);
+  out_shape.push_back(b_matrix.cols);
+  return {{out_shape, a.dtype}};
+}
+
+// 2 * batch * M * N * K multiply-adds, plus one add per output element for the bias.
+OpCost matmul_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
+                   const Attrs& attrs) {
+  const MatrixExtents a_matrix = matrix_extents(in[0].shape, attrs.get_bool("transpose_a"));
+  const double outputs = static_cast<double>(shape_numel(out[0].shape));
+  const double flops =
+      2.0 * outputs * static_cast<double>(a_matrix.cols) + (in.size() == 3 ? outputs : 0.0);
+  return {flops, bytes_of(in) + bytes_of(out)};
+}
+
+// Axes 0 .. count - 1.
+std::vector<std::int64_t> first_axes(int count) {
+  std::vector<std::int64_t> axes(static_cast<std::size_t>(count));
+  std::iota(axes.begin(), axes.end(), 0);
+  return axes;
+}
+
+// With Y = op(A) op(B): d op(A) = dY op(B)^T and d op(B) = op(A)^T dY; a transposed operand
+// gets the transpose of that, which the transpose flags express without copies.
+Tensor grad_a(const Tensor& dy, const Tensor& b, bool transpose_a, bool transpose_b) {
+  if (!transpose_a) return matmul(dy, b, false, !transpose_b);
+  if (b.rank() == 2 && dy.rank() > 2) {
+    // op(B) dY^T would put the 2-D operand first, which matmul does not broadcast: transpose
+    // dY op(B)^T instead.
+    std::vector<std::int64_t> swap_last_two = first_axes(dy.rank());
+    std::swap(swap_last_two[swap_last_two.size() - 2], swap_last_two.back());
+    return transpose(matmul(dy, b, false, !transpose_b), swap_last_two);
+  }
+  return matmul(b, dy, transpose_b, true);
+}
+
+Tensor grad_b(const Tensor& dy, const Tensor& a, bool transpose_a, bool transpose_b) {
+  if (transpose_b) return matmul(dy, a, true, transpose_a);
+  return matmul(a, dy, !transpose_a, false);
+}
+
+// Gradient of b, summed over the batch when a 2-D b is shared by every batch entry.
+Tensor grad_b_of_product(const Tensor& dy, const Tensor& a, const Tensor& b, bool transpose_a,
+                         bool transpose_b) {
+  if (b.rank() != 2 || a.rank() <= 2) return grad_b(dy, a, transpose_a, transpose_b);
+  if (transpose_a) {
+    return sum(grad_b(dy, a, transpose_a, transpose_b), first_axes(a.rank() - 2));
+  }
+  // Untransposed a folds the batch into M, so the sum happens inside one 2-D product.
+  const std::int64_t k = a.dim(-1);
+  const std::int64_t n = dy.dim(-1);
+  return grad_b(reshape(dy, {-1, n}), reshape(a, {-1, k}), false, transpose_b);
+}
+
+std::vector<Tensor> grad_matmul(const GradContext& c) {
+  const Tensor& dy = c.output_grads[0];  // (..., M, N)
+  const Tensor& a = c.inputs[0];
+  const Tensor& b = c.inputs[1];
+  const bool transpose_a = c.attrs.get_bool("transpose_a");
+  const bool transpose_b = c.attrs.get_bool("transpose_b");
+  std::vector<Tensor> grads(c.inputs.size());
+  if (c.needs_grad(0)) grads[0] = grad_a(dy, b, transpose_a, transpose_b);
+  if (c.needs_grad(1)) grads[1] = grad_b_of_product(dy, a, b, transpose_a, transpose_b);
+  if (c.inputs.size() == 3 && c.needs_grad(2)) {
+    grads[2] = sum(dy, first_axes(dy.rank() - 1));  // (N,)
+  }
+  return grads;
+}
+
+Attrs matmul_attrs(bool transpose_a, bool transpose_b) {
+  return {{"transpose_a", transpose_a}, {"transpose_b", transpose_b}};
+}
+
+}  // namespace
+
+void define_linalg_ops(OpTable& table) {
+  table[static_cast<std::size_t>(OpKind::matmul)] =
+      OpDef{OpKind::matmul, "matmul", 2, 3, infer_matmul, grad_matmul, matmul_cost, {}};
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  return call_op(OpKind::matmul, {a, b}, matmul_attrs(transpose_a, transpose_b))[0];
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& bias, bool transpose_a,
+              bool transpose_b) {
+  return call_op(OpKind::matmul, {a, b, bias}, matmul_attrs(transpose_a, transpose_b))[0];
+}
 
 }  // namespace tandem

@@ -1,8 +1,78 @@
+// Sparse softmax cross-entropy: per-example loss and its gradient with respect to the logits in
+// one fused op (like tf.nn.sparse_softmax_cross_entropy_with_logits), with its gradient rule.
+#include <string>
+#include <utility>
+
 #include "ops/op_table.h"
 
 namespace tandem {
+namespace {
 
-// Filled in by the loss op family.
-void define_loss_ops(OpTable&) {}
+// logits (N, C) float, labels (N,) i32/i64 -> loss (N,), backprop (N, C). Label values are
+// checked by the kernel, which reads them.
+std::vector<TensorMeta> infer_sparse_softmax_cross_entropy(const char* op,
+                                                           std::span<const TensorMeta> in,
+                                                           const Attrs&) {
+  const TensorMeta& logits = in[0];
+  const TensorMeta& labels = in[1];
+  require_floating(op, logits);
+  require_rank(op, "logits", logits, 2);
+  if (labels.dtype != DType::i32 && labels.dtype != DType::i64) {
+    throw InvalidArgument(std::string(op) + ": labels must be i32 or i64 class indices, got " +
+                          dtype_name(labels.dtype) + " of shape " + shape_str(labels.shape) +
+                          "; for one-hot labels take argmax or use a dense cross-entropy");
+  }
+  if (labels.shape != Shape{logits.shape[0]}) {
+    throw InvalidArgument(std::string(op) + ": labels " + shape_str(labels.shape) +
+                          " must have shape (" + std::to_string(logits.shape[0]) +
+                          ",), one class index per row of logits " + shape_str(logits.shape));
+  }
+  if (logits.shape[1] == 0 && logits.shape[0] > 0) {
+    throw InvalidArgument(std::string(op) + ": logits " + shape_str(logits.shape) +
+                          " have no classes");
+  }
+  return {{{logits.shape[0]}, logits.dtype}, logits};
+}
+
+// max, exp, sum, divide and subtract per logit.
+OpCost cross_entropy_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
+                          const Attrs&) {
+  return {5.0 * static_cast<double>(shape_numel(in[0].shape)), bytes_of(in) + bytes_of(out)};
+}
+
+// d loss_i / d logits_i = backprop_i, so the logits get backprop * dloss[:, None]. Should a
+// gradient reach backprop itself (second order), backprop = softmax(logits) - one_hot adds
+// softmax_backward of it. Integer labels get none.
+std::vector<Tensor> grad_sparse_softmax_cross_entropy(const GradContext& c) {
+  const Tensor& d_loss = c.output_grads[0];      // (N,)
+  const Tensor& d_backprop = c.output_grads[1];  // (N, C)
+  const Tensor& backprop = c.outputs[1];         // (N, C)
+  Tensor d_logits;                               // (N, C)
+  if (d_loss.defined()) d_logits = backprop * reshape(d_loss, {d_loss.dim(0), 1});
+  if (d_backprop.defined()) {
+    const Tensor second_order = softmax_backward(d_backprop, softmax(c.inputs[0]));
+    d_logits = d_logits.defined() ? d_logits + second_order : second_order;
+  }
+  return {d_logits, Tensor()};
+}
+
+void define(OpTable& table, OpKind kind, const char* name, int min_inputs, int max_inputs,
+            InferFn infer, GradientFn gradient, CostFn cost, std::vector<int> output_aliases = {}) {
+  table[static_cast<std::size_t>(kind)] =
+      OpDef{kind, name, min_inputs, max_inputs, infer, gradient, cost, std::move(output_aliases)};
+}
+
+}  // namespace
+
+void define_loss_ops(OpTable& table) {
+  define(table, OpKind::sparse_softmax_cross_entropy, "sparse_softmax_cross_entropy", 2, 2,
+         infer_sparse_softmax_cross_entropy, grad_sparse_softmax_cross_entropy, cross_entropy_cost);
+}
+
+CrossEntropyResult sparse_softmax_cross_entropy_with_logits(const Tensor& logits,
+                                                            const Tensor& labels) {
+  std::vector<Tensor> outputs = call_op(OpKind::sparse_softmax_cross_entropy, {logits, labels});
+  return {std::move(outputs[0]), std::move(outputs[1])};
+}
 
 }  // namespace tandem

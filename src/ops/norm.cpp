@@ -1,8 +1,195 @@
+// Batch normalisation over every axis but the last (the channels of NHWC or (N, C) tensors):
+// one op for training (batch statistics as extra outputs) and inference (given statistics), its
+// backward kernel, and the gradient rules, side by side.
+//
+// The scale, offset and statistics (C,) have x's dtype, or f32 when x is bf16/f16, so a
+// mixed-precision layer keeps its parameters in f32 as Keras does.
+#include <string>
+#include <utility>
+
 #include "ops/op_table.h"
 
 namespace tandem {
+namespace {
 
-// Filled in by the norm op family.
-void define_norm_ops(OpTable&) {}
+std::int64_t channels_of(const TensorMeta& x) {
+  return x.shape.back();
+}
+
+void require_input_tensor(const char* op, const TensorMeta& x) {
+  require_floating(op, x);
+  if (x.shape.size() < 2) {
+    throw InvalidArgument(std::string(op) + ": x " + shape_str(x.shape) +
+                          " needs rank >= 2, (..., C) with channels last");
+  }
+}
+
+// gamma, beta, mean, variance: shape (C,), one dtype: x's, or f32 for a bf16/f16 x.
+void require_parameters(const char* op, const TensorMeta& x, std::span<const TensorMeta> params,
+                        std::span<const char* const> names) {
+  const Shape expected{channels_of(x)};
+  const DType dtype = params[0].dtype;
+  const bool mixed_precision_ok =
+      dtype == DType::f32 && (x.dtype == DType::bf16 || x.dtype == DType::f16);
+  if (dtype != x.dtype && !mixed_precision_ok) {
+    throw InvalidArgument(std::string(op) + ": " + names[0] + " is " + dtype_name(dtype) +
+                          " but x is " + dtype_name(x.dtype) +
+                          "; use x's dtype (or f32 for a bf16/f16 x)");
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (params[i].shape != expected) {
+      throw InvalidArgument(std::string(op) + ": " + names[i] + " " + shape_str(params[i].shape) +
+                            " must have shape " + shape_str(expected) +
+                            ", one value per channel of x " + shape_str(x.shape));
+    }
+    if (params[i].dtype != dtype) {
+      throw InvalidArgument(std::string(op) + ": " + names[i] + " is " +
+                            dtype_name(params[i].dtype) + " but " + names[0] + " is " +
+                            dtype_name(dtype) + "; give all per-channel tensors one dtype");
+    }
+  }
+}
+
+void require_epsilon(const char* op, const Attrs& attrs) {
+  const double epsilon = attrs.get_float("epsilon");
+  if (!(epsilon > 0.0)) {
+    throw InvalidArgument(std::string(op) + ": epsilon must be > 0, got " +
+                          std::to_string(epsilon));
+  }
+}
+
+// (x, gamma, beta) -> (y, mean, variance) in training; (x, gamma, beta, mean, variance) -> y.
+std::vector<TensorMeta> infer_batch_norm(const char* op, std::span<const TensorMeta> in,
+                                         const Attrs& attrs) {
+  if (in.size() == 4) {
+    throw InvalidArgument(std::string(op) +
+                          ": takes (x, gamma, beta) for training or (x, gamma, beta, mean, "
+                          "variance) for inference, got 4 inputs");
+  }
+  const TensorMeta& x = in[0];
+  require_input_tensor(op, x);
+  require_epsilon(op, attrs);
+  static constexpr const char* kNames[] = {"gamma", "beta", "mean", "variance"};
+  require_parameters(op, x, in.subspan(1), std::span(kNames, in.size() - 1));
+  if (in.size() == 5) return {x};
+  if (shape_numel(x.shape) == 0) {
+    throw InvalidArgument(std::string(op) + ": x " + shape_str(x.shape) +
+                          " is empty, so it has no batch statistics");
+  }
+  const TensorMeta statistic{{channels_of(x)}, in[1].dtype};
+  return {x, statistic, statistic};
+}
+
+// (dy, x, gamma, mean, variance) -> (dx, d_gamma, d_beta)
+std::vector<TensorMeta> infer_batch_norm_backward(const char* op, std::span<const TensorMeta> in,
+                                                  const Attrs& attrs) {
+  const TensorMeta& dy = in[0];
+  const TensorMeta& x = in[1];
+  require_input_tensor(op, x);
+  require_epsilon(op, attrs);
+  if (dy.shape != x.shape || dy.dtype != x.dtype) {
+    throw InvalidArgument(std::string(op) + ": dy " + shape_str(dy.shape) + " " +
+                          dtype_name(dy.dtype) + " must match x " + shape_str(x.shape) + " " +
+                          dtype_name(x.dtype));
+  }
+  static constexpr const char* kNames[] = {"gamma", "mean", "variance"};
+  require_parameters(op, x, in.subspan(2), kNames);
+  const TensorMeta parameter{{channels_of(x)}, in[2].dtype};
+  return {x, parameter, parameter};
+}
+
+// Statistics (training), normalise, scale and shift: about 8 operations per element.
+OpCost batch_norm_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
+                       const Attrs&) {
+  return elementwise_cost(in, out.first(1), 8.0);
+}
+
+OpCost batch_norm_backward_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
+                                const Attrs&) {
+  return elementwise_cost(in, out.first(1), 10.0);
+}
+
+// Training: y's gradient goes through batch_norm_backward. The batch statistics are outputs
+// too; gradients reaching them (rare: the moving averages are updated outside any tape's
+// target) flow to x as d mean/dx = 1/M and d variance/dx = 2 (x - mean) / M.
+std::vector<Tensor> grad_batch_norm_training(const GradContext& c) {
+  const Tensor& x = c.inputs[0];      // (..., C)
+  const Tensor& mean = c.outputs[1];  // (C,)
+  const double epsilon = c.attrs.get_float("epsilon");
+  std::vector<Tensor> grads(3);
+  if (c.output_grads[0].defined()) {
+    grads =
+        batch_norm_backward(c.output_grads[0], x, c.inputs[1], mean, c.outputs[2], epsilon, true);
+  }
+  const Tensor& d_mean = c.output_grads[1];      // (C,)
+  const Tensor& d_variance = c.output_grads[2];  // (C,)
+  if (!d_mean.defined() && !d_variance.defined()) return grads;
+  const double rows = static_cast<double>(x.numel() / x.dim(-1));
+  Tensor d_x_statistics;  // (..., C)
+  if (d_mean.defined()) d_x_statistics = broadcast_to(cast(d_mean, x.dtype()) / rows, x.shape());
+  if (d_variance.defined()) {
+    const Tensor centered = x - cast(mean, x.dtype());
+    const Tensor term = centered * (cast(d_variance, x.dtype()) * (2.0 / rows));
+    d_x_statistics = d_x_statistics.defined() ? d_x_statistics + term : term;
+  }
+  grads[0] = grads[0].defined() ? grads[0] + d_x_statistics : d_x_statistics;
+  return grads;
+}
+
+// Inference: y = gamma (x - mean) / sqrt(variance + epsilon) + beta with mean and variance as
+// inputs, so they get gradients too: d mean = -gamma rstd d_beta and
+// d variance = -gamma d_gamma / (2 (variance + epsilon)).
+std::vector<Tensor> grad_batch_norm_inference(const GradContext& c) {
+  const Tensor& gamma = c.inputs[1];     // (C,)
+  const Tensor& variance = c.inputs[4];  // (C,)
+  const double epsilon = c.attrs.get_float("epsilon");
+  std::vector<Tensor> grads = batch_norm_backward(c.output_grads[0], c.inputs[0], gamma,
+                                                  c.inputs[3], variance, epsilon, false);
+  const Tensor shifted_variance = variance + epsilon;  // (C,)
+  const Tensor d_mean = -(gamma * rsqrt(shifted_variance) * grads[2]);
+  const Tensor d_variance = gamma * grads[1] / shifted_variance * -0.5;
+  grads.push_back(d_mean);
+  grads.push_back(d_variance);
+  return grads;
+}
+
+std::vector<Tensor> grad_batch_norm(const GradContext& c) {
+  return c.inputs.size() == 3 ? grad_batch_norm_training(c) : grad_batch_norm_inference(c);
+}
+
+void define(OpTable& table, OpKind kind, const char* name, int min_inputs, int max_inputs,
+            InferFn infer, GradientFn gradient, CostFn cost, std::vector<int> output_aliases = {}) {
+  table[static_cast<std::size_t>(kind)] =
+      OpDef{kind, name, min_inputs, max_inputs, infer, gradient, cost, std::move(output_aliases)};
+}
+
+}  // namespace
+
+void define_norm_ops(OpTable& table) {
+  define(table, OpKind::batch_norm, "batch_norm", 3, 5, infer_batch_norm, grad_batch_norm,
+         batch_norm_cost);
+  // Not differentiable itself: no second-order gradients through batch norm.
+  define(table, OpKind::batch_norm_backward, "batch_norm_backward", 5, 5, infer_batch_norm_backward,
+         nullptr, batch_norm_backward_cost);
+}
+
+BatchNormTrainingResult batch_norm_training(const Tensor& x, const Tensor& gamma,
+                                            const Tensor& beta, double epsilon) {
+  std::vector<Tensor> outputs =
+      call_op(OpKind::batch_norm, {x, gamma, beta}, {{"epsilon", epsilon}});
+  return {std::move(outputs[0]), std::move(outputs[1]), std::move(outputs[2])};
+}
+
+Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const Tensor& mean, const Tensor& variance, double epsilon) {
+  return call_op(OpKind::batch_norm, {x, gamma, beta, mean, variance}, {{"epsilon", epsilon}})[0];
+}
+
+std::vector<Tensor> batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& mean, const Tensor& variance, double epsilon,
+                                        bool training) {
+  return call_op(OpKind::batch_norm_backward, {dy, x, gamma, mean, variance},
+                 {{"epsilon", epsilon}, {"training", training}});
+}
 
 }  // namespace tandem

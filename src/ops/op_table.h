@@ -27,6 +27,13 @@ struct GradContext {
   std::span<const Tensor> outputs;
   std::span<const Tensor> output_grads;
   const Attrs& attrs;
+  // Per input, whether the tape wants its gradient (nullptr: all). Rules skip work for inputs
+  // that need none, e.g. the first convolution's gradient with respect to the images.
+  const std::vector<bool>* input_needs_grad = nullptr;
+
+  bool needs_grad(std::size_t input) const {
+    return input_needs_grad == nullptr || (*input_needs_grad)[input];
+  }
 };
 
 // `op` is the op's name, for error messages.

@@ -1,8 +1,147 @@
+// Optimizer updates, applied in place: the outputs alias the parameter and slot inputs (see
+// output_aliases), so an update allocates nothing. The formulas are Keras' (TF 2.15):
+//
+// SGD, with g = grad + weight_decay * param (an L2 term added to the gradient):
+//   momentum 0:  param -= lr * g
+//   otherwise:   velocity = momentum * velocity - lr * g
+//                param += velocity                              (classic)
+//                param += momentum * velocity - lr * g          (nesterov)
+// Adam, with t = step counting from 1:
+//   param -= lr * weight_decay * param                           (decoupled, AdamW; when > 0)
+//   m += (1 - beta1) * (grad - m);  v += (1 - beta2) * (grad^2 - v)
+//   lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)
+//   param -= lr_t * m / (sqrt(v) + epsilon)
+// so epsilon is added to the uncorrected sqrt(v), Kingma & Ba's "epsilon hat" form that Keras
+// uses, not to sqrt(v_hat) as in PyTorch: the two differ by a factor sqrt(1 - beta2^t) on
+// epsilon, which matters only while v is tiny.
+//
+// Updates are not differentiable: they have no gradient rules.
+#include <cmath>
+#include <string>
+#include <utility>
+
 #include "ops/op_table.h"
 
 namespace tandem {
+namespace {
 
-// Filled in by the optimizer op family.
-void define_optimizer_ops(OpTable&) {}
+void require_matching(const char* op, std::span<const TensorMeta> in,
+                      std::span<const char* const> names) {
+  require_floating(op, in[0]);
+  for (std::size_t i = 1; i < in.size(); ++i) {
+    if (in[i].shape != in[0].shape || in[i].dtype != in[0].dtype) {
+      throw InvalidArgument(std::string(op) + ": " + names[i] + " " + shape_str(in[i].shape) + " " +
+                            dtype_name(in[i].dtype) + " must match param " +
+                            shape_str(in[0].shape) + " " + dtype_name(in[0].dtype));
+    }
+  }
+}
+
+void require_in_range(const char* op, const char* name, double value, double low, double high,
+                      bool high_inclusive) {
+  const bool ok = value >= low && (high_inclusive ? value <= high : value < high);
+  if (!ok) {
+    throw InvalidArgument(std::string(op) + ": " + name + " must be in [" + std::to_string(low) +
+                          ", " + std::to_string(high) + (high_inclusive ? "]" : ")") + ", got " +
+                          std::to_string(value));
+  }
+}
+
+void require_finite(const char* op, const char* name, double value) {
+  if (!std::isfinite(value)) {
+    throw InvalidArgument(std::string(op) + ": " + name + " must be finite, got " +
+                          std::to_string(value));
+  }
+}
+
+// (param, grad[, velocity]) -> (param[, velocity]), updated in place.
+std::vector<TensorMeta> infer_sgd_update(const char* op, std::span<const TensorMeta> in,
+                                         const Attrs& attrs) {
+  static constexpr const char* kNames[] = {"param", "grad", "velocity"};
+  require_matching(op, in, std::span(kNames, in.size()));
+  require_finite(op, "learning_rate", attrs.get_float("learning_rate"));
+  require_finite(op, "weight_decay", attrs.get_float("weight_decay"));
+  const double momentum = attrs.get_float("momentum");
+  require_in_range(op, "momentum", momentum, 0.0, 1.0, true);
+  if (momentum > 0.0 && in.size() < 3) {
+    throw InvalidArgument(std::string(op) + ": momentum " + std::to_string(momentum) +
+                          " needs a velocity slot shaped like param " + shape_str(in[0].shape));
+  }
+  if (in.size() == 3) return {in[0], in[2]};
+  return {in[0]};
+}
+
+// (param, grad, m, v) -> (param, m, v), updated in place.
+std::vector<TensorMeta> infer_adam_update(const char* op, std::span<const TensorMeta> in,
+                                          const Attrs& attrs) {
+  static constexpr const char* kNames[] = {"param", "grad", "m", "v"};
+  require_matching(op, in, kNames);
+  require_finite(op, "learning_rate", attrs.get_float("learning_rate"));
+  require_finite(op, "weight_decay", attrs.get_float("weight_decay"));
+  require_in_range(op, "beta1", attrs.get_float("beta1"), 0.0, 1.0, false);
+  require_in_range(op, "beta2", attrs.get_float("beta2"), 0.0, 1.0, false);
+  const double epsilon = attrs.get_float("epsilon");
+  if (!(epsilon >= 0.0)) {
+    throw InvalidArgument(std::string(op) + ": epsilon must be >= 0, got " +
+                          std::to_string(epsilon));
+  }
+  const std::int64_t step = attrs.get_int("step");
+  if (step < 1) {
+    throw InvalidArgument(std::string(op) + ": step must count from 1, got " +
+                          std::to_string(step) + "; pass the number of updates made so far + 1");
+  }
+  return {in[0], in[2], in[3]};
+}
+
+// Per element: SGD reads param and grad (and velocity) and writes them back; Adam reads four
+// tensors and writes three.
+template <int kFlops>
+OpCost update_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+  return elementwise_cost(in, out.first(1), kFlops);
+}
+
+void define(OpTable& table, OpKind kind, const char* name, int min_inputs, int max_inputs,
+            InferFn infer, GradientFn gradient, CostFn cost, std::vector<int> output_aliases = {}) {
+  table[static_cast<std::size_t>(kind)] =
+      OpDef{kind, name, min_inputs, max_inputs, infer, gradient, cost, std::move(output_aliases)};
+}
+
+}  // namespace
+
+void define_optimizer_ops(OpTable& table) {
+  define(table, OpKind::sgd_update, "sgd_update", 2, 3, infer_sgd_update, nullptr, update_cost<5>,
+         {0, 2});
+  define(table, OpKind::adam_update, "adam_update", 4, 4, infer_adam_update, nullptr,
+         update_cost<12>, {0, 2, 3});
+}
+
+void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdOptions& options) {
+  const Attrs attrs{{"learning_rate", options.learning_rate},
+                    {"momentum", options.momentum},
+                    {"nesterov", options.nesterov},
+                    {"weight_decay", options.weight_decay}};
+  // Without momentum the velocity plays no part (and may be undefined).
+  if (options.momentum != 0.0 && !velocity.defined()) {
+    throw InvalidArgument("sgd_update: momentum " + std::to_string(options.momentum) +
+                          " needs a velocity tensor; create it once as "
+                          "Tensor::zeros(param.shape(), param.dtype())");
+  }
+  if (options.momentum == 0.0) {
+    call_op(OpKind::sgd_update, {param, grad}, attrs);
+  } else {
+    call_op(OpKind::sgd_update, {param, grad, velocity}, attrs);
+  }
+}
+
+void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, std::int64_t step,
+                 const AdamOptions& options) {
+  call_op(OpKind::adam_update, {param, grad, m, v},
+          {{"learning_rate", options.learning_rate},
+           {"beta1", options.beta1},
+           {"beta2", options.beta2},
+           {"epsilon", options.epsilon},
+           {"weight_decay", options.weight_decay},
+           {"step", step}});
+}
 
 }  // namespace tandem

@@ -1,8 +1,108 @@
+// Softmax and log-softmax along one axis, their backward kernels (which take the forward output
+// y, not x) and the gradient rules, second order included, side by side.
+#include <string>
+
 #include "ops/op_table.h"
 
 namespace tandem {
+namespace {
 
-// Filled in by the softmax op family.
-void define_softmax_ops(OpTable&) {}
+std::vector<TensorMeta> infer_softmax(const char* op, std::span<const TensorMeta> in,
+                                      const Attrs& attrs) {
+  require_floating(op, in[0]);
+  normalize_axis(op, attrs.get_int("axis"), in[0].shape);
+  return {in[0]};
+}
+
+// (dy, y) -> dx, all of one shape.
+std::vector<TensorMeta> infer_softmax_backward(const char* op, std::span<const TensorMeta> in,
+                                               const Attrs& attrs) {
+  require_same_dtype(op, in);
+  if (in[0].shape != in[1].shape) {
+    throw InvalidArgument(std::string(op) + ": dy " + shape_str(in[0].shape) +
+                          " and the forward output y " + shape_str(in[1].shape) +
+                          " must have the same shape");
+  }
+  return infer_softmax(op, in.subspan(1), attrs);
+}
+
+// max, subtract, exp, sum, divide (or log): about 5 operations per element.
+OpCost softmax_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
+  return elementwise_cost(in, out, 5.0);
+}
+
+OpCost softmax_backward_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
+                             const Attrs&) {
+  return elementwise_cost(in, out, 4.0);
+}
+
+std::int64_t axis_of(const GradContext& c) {
+  return c.attrs.get_int("axis");
+}
+
+std::vector<Tensor> grad_softmax(const GradContext& c) {
+  return {softmax_backward(c.output_grads[0], c.outputs[0], axis_of(c))};
+}
+
+std::vector<Tensor> grad_log_softmax(const GradContext& c) {
+  return {log_softmax_backward(c.output_grads[0], c.outputs[0], axis_of(c))};
+}
+
+// dx = y (dy - s) with s = sum(dy y). For an upstream g: d dy = y (g - sum(g y)), which is
+// softmax_backward(g, y) again, and d y = g (dy - s) - dy sum(g y).
+std::vector<Tensor> grad_softmax_backward(const GradContext& c) {
+  const Tensor& g = c.output_grads[0];
+  const Tensor& dy = c.inputs[0];
+  const Tensor& y = c.inputs[1];
+  const std::int64_t axis = axis_of(c);
+  const Tensor dy_dot_y = sum(dy * y, {axis}, true);
+  const Tensor g_dot_y = sum(g * y, {axis}, true);
+  return {softmax_backward(g, y, axis), g * (dy - dy_dot_y) - dy * g_dot_y};
+}
+
+// dx = dy - exp(y) sum(dy). For an upstream g: d dy = g - sum(g exp(y)) and
+// d y = -g exp(y) sum(dy).
+std::vector<Tensor> grad_log_softmax_backward(const GradContext& c) {
+  const Tensor& g = c.output_grads[0];
+  const Tensor& dy = c.inputs[0];
+  const std::int64_t axis = axis_of(c);
+  const Tensor probabilities = exp(c.inputs[1]);
+  return {g - sum(g * probabilities, {axis}, true), -(g * probabilities * sum(dy, {axis}, true))};
+}
+
+void define(OpTable& table, OpKind kind, const char* name, int inputs, InferFn infer,
+            GradientFn gradient, CostFn cost) {
+  table[static_cast<std::size_t>(kind)] =
+      OpDef{kind, name, inputs, inputs, infer, gradient, cost, {}};
+}
+
+Tensor softmax_op(OpKind kind, const std::vector<Tensor>& inputs, std::int64_t axis) {
+  return call_op(kind, inputs, {{"axis", axis}})[0];
+}
+
+}  // namespace
+
+void define_softmax_ops(OpTable& table) {
+  using K = OpKind;
+  define(table, K::softmax, "softmax", 1, infer_softmax, grad_softmax, softmax_cost);
+  define(table, K::log_softmax, "log_softmax", 1, infer_softmax, grad_log_softmax, softmax_cost);
+  define(table, K::softmax_backward, "softmax_backward", 2, infer_softmax_backward,
+         grad_softmax_backward, softmax_backward_cost);
+  define(table, K::log_softmax_backward, "log_softmax_backward", 2, infer_softmax_backward,
+         grad_log_softmax_backward, softmax_backward_cost);
+}
+
+Tensor softmax(const Tensor& x, std::int64_t axis) {
+  return softmax_op(OpKind::softmax, {x}, axis);
+}
+Tensor log_softmax(const Tensor& x, std::int64_t axis) {
+  return softmax_op(OpKind::log_softmax, {x}, axis);
+}
+Tensor softmax_backward(const Tensor& dy, const Tensor& y, std::int64_t axis) {
+  return softmax_op(OpKind::softmax_backward, {dy, y}, axis);
+}
+Tensor log_softmax_backward(const Tensor& dy, const Tensor& y, std::int64_t axis) {
+  return softmax_op(OpKind::log_softmax_backward, {dy, y}, axis);
+}
 
 }  // namespace tandem

@@ -1,7 +1,363 @@
+// CPU kernels for 2-D convolution and its two backward ops. f32 and bf16 run on oneDNN's JIT
+// convolutions: activations stay NHWC in place, the bias is fused into the forward pass and its
+// gradient into the weights pass, and filters are reordered between Tandem's (KH, KW, C_in,
+// C_out) and whatever blocked layout oneDNN picks (format_tag::any). Primitives, descriptors and
+// reorders are cached per geometry. f64 and f16 (and empty tensors) run the templated loops
+// below, which are also the reference the oneDNN path is tested against.
+#include <optional>
+
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/onednn.h"
+#include "backend/cpu/window_kernels.h"
 
 namespace tandem::cpu {
+namespace {
 
-void register_conv_kernels(KernelTable&) {}
+using dnnl::memory;
+
+// The geometry of whichever conv op `c` runs, from its inputs and outputs.
+Window2D conv_geometry(const KernelContext& c) {
+  const Conv2DOptions options = conv_options(c.attrs);
+  const char* op = op_name(c.kind);
+  switch (c.kind) {
+    case OpKind::conv2d:
+      return conv_window(op, c.inputs[0].shape(), c.inputs[1].shape(), options);
+    case OpKind::conv2d_backward_input:
+      return conv_window(op, c.outputs[0].shape(), c.inputs[1].shape(), options);
+    default:
+      return conv_window(op, c.inputs[0].shape(), c.outputs[0].shape(), options);
+  }
+}
+
+// ---- loops (f64, f16; the reference for the oneDNN path) ----
+template <typename T>
+void conv_forward_loops(const Window2D& g, const T* x, const T* filter, const T* bias, T* y) {
+  using C = compute_type_t<T>;
+  const std::int64_t cell_stride = g.in_c * g.out_c;
+  // One output row (n, oh) at a time, accumulating each position's channels in `acc`.
+  auto rows = [&](std::int64_t begin, std::int64_t end) {
+    std::vector<C> acc(static_cast<std::size_t>(g.out_c));  // (C_out,)
+    for (std::int64_t row = begin; row < end; ++row) {
+      const std::int64_t n = row / g.out_h;
+      const std::int64_t oh = row % g.out_h;
+      for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+        for (std::int64_t co = 0; co < g.out_c; ++co) {
+          acc[co] = bias ? static_cast<C>(bias[co]) : C(0);
+        }
+        for_each_window_cell(g, oh, ow, [&](auto kh, auto kw, auto ih, auto iw) {
+          const T* x_cell = x + ((n * g.in_h + ih) * g.in_w + iw) * g.in_c;
+          const T* f_cell = filter + (kh * g.k_w + kw) * cell_stride;
+          for (std::int64_t ci = 0; ci < g.in_c; ++ci) {
+            const C x_value = static_cast<C>(x_cell[ci]);
+            const T* f_row = f_cell + ci * g.out_c;
+            for (std::int64_t co = 0; co < g.out_c; ++co) {
+              acc[co] += x_value * static_cast<C>(f_row[co]);
+            }
+          }
+        });
+        T* y_cell = y + (row * g.out_w + ow) * g.out_c;
+        for (std::int64_t co = 0; co < g.out_c; ++co) {
+          y_cell[co] = convert_element<T>(acc[co]);
+        }
+      }
+    }
+  };
+  parallel_for(g.batch * g.out_h, g.out_w * g.k_h * g.k_w * cell_stride, rows);
+}
+
+// dx[n, ih, iw, ci] = sum of dy[n, oh, ow, co] * filter[kh, kw, ci, co] over the windows
+// that cover (ih, iw): a scatter from each output position into its window.
+template <typename T>
+void conv_backward_input_loops(const Window2D& g, const T* dy, const T* filter, T* dx) {
+  using C = compute_type_t<T>;
+  const std::int64_t cell_stride = g.in_c * g.out_c;
+  const std::int64_t cost = g.out_h * g.out_w * g.k_h * g.k_w * cell_stride;
+  accumulate_per_image<T, C>(g, cost, dx, [&](std::int64_t n, C* dx_image) {
+    for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
+      for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+        const T* dy_cell = dy + ((n * g.out_h + oh) * g.out_w + ow) * g.out_c;
+        for_each_window_cell(g, oh, ow, [&](auto kh, auto kw, auto ih, auto iw) {
+          const T* f_cell = filter + (kh * g.k_w + kw) * cell_stride;
+          C* dx_cell = dx_image + (ih * g.in_w + iw) * g.in_c;
+          for (std::int64_t ci = 0; ci < g.in_c; ++ci) {
+            const T* f_row = f_cell + ci * g.out_c;
+            C sum = 0;
+            for (std::int64_t co = 0; co < g.out_c; ++co) {
+              sum += static_cast<C>(dy_cell[co]) * static_cast<C>(f_row[co]);
+            }
+            dx_cell[ci] += sum;
+          }
+        });
+      }
+    }
+  });
+}
+
+// d_filter[kh, kw, ci, co] = sum over (n, oh, ow) of x[n, ih, iw, ci] * dy[n, oh, ow, co];
+// each thread owns whole window cells (kh, kw), so no two threads write the same element.
+template <typename T>
+void conv_backward_filter_loops(const Window2D& g, const T* x, const T* dy, T* d_filter,
+                                T* d_bias) {
+  using C = compute_type_t<T>;
+  const std::int64_t cell_stride = g.in_c * g.out_c;
+  auto cells = [&](std::int64_t begin, std::int64_t end) {
+    std::vector<C> acc(static_cast<std::size_t>(cell_stride));  // (C_in, C_out)
+    for (std::int64_t cell = begin; cell < end; ++cell) {
+      const std::int64_t kh = cell / g.k_w;
+      const std::int64_t kw = cell % g.k_w;
+      std::fill(acc.begin(), acc.end(), C(0));
+      for (std::int64_t n = 0; n < g.batch; ++n) {
+        for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
+          const std::int64_t ih = oh * g.strides[0] - g.pad_before[0] + kh * g.dilations[0];
+          if (ih < 0 || ih >= g.in_h) continue;
+          for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+            const std::int64_t iw = ow * g.strides[1] - g.pad_before[1] + kw * g.dilations[1];
+            if (iw < 0 || iw >= g.in_w) continue;
+            const T* x_cell = x + ((n * g.in_h + ih) * g.in_w + iw) * g.in_c;
+            const T* dy_cell = dy + ((n * g.out_h + oh) * g.out_w + ow) * g.out_c;
+            for (std::int64_t ci = 0; ci < g.in_c; ++ci) {
+              const C x_value = static_cast<C>(x_cell[ci]);
+              C* acc_row = acc.data() + ci * g.out_c;
+              for (std::int64_t co = 0; co < g.out_c; ++co) {
+                acc_row[co] += x_value * static_cast<C>(dy_cell[co]);
+              }
+            }
+          }
+        }
+      }
+      T* d_cell = d_filter + cell * cell_stride;
+      for (std::int64_t i = 0; i < cell_stride; ++i) {
+        d_cell[i] = convert_element<T>(acc[i]);
+      }
+    }
+  };
+  parallel_for(g.k_h * g.k_w, g.batch * g.out_h * g.out_w * cell_stride, cells);
+  if (d_bias == nullptr) return;
+  std::vector<C> bias_acc(static_cast<std::size_t>(g.out_c), C(0));  // (C_out,)
+  const std::int64_t positions = g.batch * g.out_h * g.out_w;
+  for (std::int64_t p = 0; p < positions; ++p) {
+    for (std::int64_t co = 0; co < g.out_c; ++co) {
+      bias_acc[co] += static_cast<C>(dy[p * g.out_c + co]);
+    }
+  }
+  for (std::int64_t co = 0; co < g.out_c; ++co) {
+    d_bias[co] = convert_element<T>(bias_acc[co]);
+  }
+}
+
+template <typename T>
+const T* data_or_null(std::span<const Tensor> tensors, std::size_t index) {
+  return index < tensors.size() ? static_cast<const T*>(tensors[index].raw_data()) : nullptr;
+}
+
+void conv_loops(const KernelContext& c, const Window2D& g) {
+  visit_dtype(c.inputs[0].dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<compute_type_t<T>>) {
+      const T* in0 = static_cast<const T*>(c.inputs[0].raw_data());
+      const T* in1 = static_cast<const T*>(c.inputs[1].raw_data());
+      T* out0 = static_cast<T*>(c.outputs[0].raw_data());
+      switch (c.kind) {
+        case OpKind::conv2d:
+          conv_forward_loops(g, in0, in1, data_or_null<T>(c.inputs, 2), out0);
+          break;
+        case OpKind::conv2d_backward_input:
+          conv_backward_input_loops(g, in0, in1, out0);
+          break;
+        default:
+          conv_backward_filter_loops(
+              g, in0, in1, out0,
+              c.outputs.size() == 2 ? static_cast<T*>(c.outputs[1].raw_data()) : nullptr);
+          break;
+      }
+    }
+  });
+}
+
+// ---- oneDNN (f32, bf16) ----
+// Our filter (KH, KW, C_in, C_out) is oneDNN's hwio layout of logical dims (O, I, H, W).
+memory::desc filter_desc(const Window2D& g, memory::data_type type, memory::format_tag tag) {
+  return memory::desc({g.out_c, g.in_c, g.k_h, g.k_w}, type, tag);
+}
+
+memory::desc bias_desc(const Window2D& g, memory::data_type type) {
+  return memory::desc({g.out_c}, type, memory::format_tag::a);
+}
+
+// Moves a filter between our layout and the one a primitive chose; nothing to do when they
+// agree.
+struct FilterReorder {
+  memory::desc ours;
+  memory::desc chosen;
+  std::optional<dnnl::reorder> reorder;
+};
+
+FilterReorder make_filter_reorder(const memory::desc& ours, const memory::desc& chosen,
+                                  bool into_chosen) {
+  FilterReorder result{ours, chosen, std::nullopt};
+  if (ours == chosen) return result;
+  const memory::desc& from = into_chosen ? ours : chosen;
+  const memory::desc& to = into_chosen ? chosen : ours;
+  result.reorder.emplace(dnnl::reorder::primitive_desc(onednn_engine(), from, onednn_engine(), to));
+  return result;
+}
+
+// The filter in the primitive's layout: the tensor itself, or a reordered copy of it.
+memory filter_for_primitive(const FilterReorder& layouts, const Tensor& filter) {
+  const memory ours = wrap(layouts.ours, filter);
+  if (!layouts.reorder) return ours;
+  memory chosen(layouts.chosen, onednn_engine());
+  execute(*layouts.reorder, {{DNNL_ARG_FROM, ours}, {DNNL_ARG_TO, chosen}});
+  return chosen;
+}
+
+struct ConvDescs {
+  memory::desc x;       // (N, H, W, C_in) as nhwc
+  memory::desc y;       // (N, OH, OW, C_out) as nhwc
+  memory::desc filter;  // format_tag::any: the primitive picks
+  memory::desc bias;    // empty without a bias
+  memory::desc ours;    // our (KH, KW, C_in, C_out) filter
+};
+
+ConvDescs conv_descs(const Window2D& g, DType dtype, bool with_bias) {
+  const memory::data_type type = *onednn_data_type(dtype);
+  return {nhwc_desc(g.input_shape(), dtype), nhwc_desc(g.output_shape(), dtype),
+          filter_desc(g, type, memory::format_tag::any),
+          with_bias ? bias_desc(g, type) : memory::desc(),
+          filter_desc(g, type, memory::format_tag::hwio)};
+}
+
+// Also the hint the backward primitives are built against.
+dnnl::convolution_forward::primitive_desc forward_pd(const Window2D& g, const ConvDescs& d) {
+  return {dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                          dnnl::algorithm::convolution_direct, d.x, d.filter,
+                                          d.bias, d.y, onednn_strides(g), onednn_dilates(g),
+                                          onednn_padding_l(g), onednn_padding_r(g)),
+          onednn_engine()};
+}
+
+struct ConvForward {
+  dnnl::convolution_forward primitive;
+  ConvDescs descs;
+  FilterReorder filter;
+};
+
+struct ConvBackwardInput {
+  dnnl::convolution_backward_data primitive;
+  ConvDescs descs;
+  FilterReorder filter;
+};
+
+struct ConvBackwardFilter {
+  dnnl::convolution_backward_weights primitive;
+  ConvDescs descs;
+  FilterReorder filter;
+};
+
+ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias) {
+  const ConvDescs descs = conv_descs(g, dtype, with_bias);
+  const auto pd = forward_pd(g, descs);
+  return {dnnl::convolution_forward(pd), descs,
+          make_filter_reorder(descs.ours, pd.weights_desc(), true)};
+}
+
+ConvBackwardInput build_backward_input(const Window2D& g, DType dtype) {
+  const ConvDescs descs = conv_descs(g, dtype, false);
+  const dnnl::convolution_backward_data::primitive_desc pd(
+      dnnl::convolution_backward_data::desc(
+          dnnl::algorithm::convolution_direct, descs.x, descs.filter, descs.y, onednn_strides(g),
+          onednn_dilates(g), onednn_padding_l(g), onednn_padding_r(g)),
+      onednn_engine(), forward_pd(g, descs));
+  return {dnnl::convolution_backward_data(pd), descs,
+          make_filter_reorder(descs.ours, pd.weights_desc(), true)};
+}
+
+ConvBackwardFilter build_backward_filter(const Window2D& g, DType dtype, bool with_bias) {
+  const ConvDescs descs = conv_descs(g, dtype, with_bias);
+  const dnnl::convolution_backward_weights::primitive_desc pd(
+      dnnl::convolution_backward_weights::desc(
+          dnnl::algorithm::convolution_direct, descs.x, descs.filter, descs.bias, descs.y,
+          onednn_strides(g), onednn_dilates(g), onednn_padding_l(g), onednn_padding_r(g)),
+      onednn_engine(), forward_pd(g, descs));
+  return {dnnl::convolution_backward_weights(pd), descs,
+          make_filter_reorder(descs.ours, pd.diff_weights_desc(), false)};
+}
+
+constexpr std::size_t kCacheCapacity = 64;
+
+void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
+  static PrimitiveCache<ConvForward> cache(kCacheCapacity);
+  const DType dtype = c.inputs[0].dtype();
+  const bool with_bias = c.inputs.size() == 3;
+  PrimitiveKey key = window_key(c.kind, dtype, g);
+  key.push_back(with_bias);
+  const auto entry = cache.get(key, [&] { return build_forward(g, dtype, with_bias); });
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, wrap(entry->descs.x, c.inputs[0])},
+      {DNNL_ARG_WEIGHTS, filter_for_primitive(entry->filter, c.inputs[1])},
+      {DNNL_ARG_DST, wrap(entry->descs.y, c.outputs[0])}};
+  if (with_bias) args.emplace(DNNL_ARG_BIAS, wrap(entry->descs.bias, c.inputs[2]));
+  execute(entry->primitive, args);
+}
+
+void conv_backward_input_onednn(const KernelContext& c, const Window2D& g) {
+  static PrimitiveCache<ConvBackwardInput> cache(kCacheCapacity);
+  const DType dtype = c.inputs[0].dtype();
+  const auto entry =
+      cache.get(window_key(c.kind, dtype, g), [&] { return build_backward_input(g, dtype); });
+  execute(entry->primitive, {{DNNL_ARG_DIFF_DST, wrap(entry->descs.y, c.inputs[0])},
+                             {DNNL_ARG_WEIGHTS, filter_for_primitive(entry->filter, c.inputs[1])},
+                             {DNNL_ARG_DIFF_SRC, wrap(entry->descs.x, c.outputs[0])}});
+}
+
+void conv_backward_filter_onednn(const KernelContext& c, const Window2D& g) {
+  static PrimitiveCache<ConvBackwardFilter> cache(kCacheCapacity);
+  const DType dtype = c.inputs[0].dtype();
+  const bool with_bias = c.outputs.size() == 2;
+  PrimitiveKey key = window_key(c.kind, dtype, g);
+  key.push_back(with_bias);
+  const auto entry = cache.get(key, [&] { return build_backward_filter(g, dtype, with_bias); });
+  const FilterReorder& layouts = entry->filter;
+  const memory d_filter = wrap(layouts.ours, c.outputs[0]);
+  const memory d_filter_chosen =
+      layouts.reorder ? memory(layouts.chosen, onednn_engine()) : d_filter;
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(entry->descs.x, c.inputs[0])},
+                                       {DNNL_ARG_DIFF_DST, wrap(entry->descs.y, c.inputs[1])},
+                                       {DNNL_ARG_DIFF_WEIGHTS, d_filter_chosen}};
+  if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(entry->descs.bias, c.outputs[1]));
+  execute(entry->primitive, args);
+  if (layouts.reorder) {
+    execute(*layouts.reorder, {{DNNL_ARG_FROM, d_filter_chosen}, {DNNL_ARG_TO, d_filter}});
+  }
+}
+
+// ---- kernel ----
+void conv_kernel(const KernelContext& c) {
+  const Window2D g = conv_geometry(c);
+  const DType dtype = c.inputs[0].dtype();
+  // oneDNN rejects zero-sized tensors; the loops write the zeros (or nothing) they call for.
+  const bool empty = shape_numel(g.input_shape()) == 0 || shape_numel(g.output_shape()) == 0;
+  if ((dtype == DType::f32 || dtype == DType::bf16) && !empty) {
+    switch (c.kind) {
+      case OpKind::conv2d:
+        return conv_forward_onednn(c, g);
+      case OpKind::conv2d_backward_input:
+        return conv_backward_input_onednn(c, g);
+      default:
+        return conv_backward_filter_onednn(c, g);
+    }
+  }
+  conv_loops(c, g);
+}
+
+}  // namespace
+
+void register_conv_kernels(KernelTable& table) {
+  const std::uint32_t floating = floating_dtypes_mask();
+  for (OpKind kind :
+       {OpKind::conv2d, OpKind::conv2d_backward_input, OpKind::conv2d_backward_filter}) {
+    table[static_cast<std::size_t>(kind)] = {conv_kernel, floating};
+  }
+}
 
 }  // namespace tandem::cpu

@@ -1,7 +1,161 @@
+// CPU matmul: oneDNN's matmul primitive for f32/bf16 (bias fused, transposes expressed through
+// the strides of the memory descriptors, so nothing is copied), templated loops for the other
+// dtypes, which are also the reference the oneDNN path is tested against.
+#include <optional>
+#include <type_traits>
+
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/loops.h"
+#include "backend/cpu/onednn.h"
+#include "backend/cpu/primitive_cache.h"
 
 namespace tandem::cpu {
+namespace {
 
-void register_linalg_kernels(KernelTable&) {}
+// The product as `batch` independent (M, K) x (K, N) products of the stored operands.
+struct MatmulShape {
+  std::int64_t batch = 1;
+  std::int64_t m = 0;
+  std::int64_t k = 0;
+  std::int64_t n = 0;
+  bool b_batched = false;  // false: every batch entry shares the 2-D b
+  bool transpose_a = false;
+  bool transpose_b = false;
+  bool has_bias = false;
+};
+
+MatmulShape matmul_shape(const KernelContext& c) {
+  const Tensor& a = c.inputs[0];  // (..., M, K) or (..., K, M)
+  const Tensor& b = c.inputs[1];  // (..., K, N) or (..., N, K), or 2-D
+  MatmulShape s;
+  s.transpose_a = c.attrs.get_bool("transpose_a");
+  s.transpose_b = c.attrs.get_bool("transpose_b");
+  s.m = s.transpose_a ? a.dim(-1) : a.dim(-2);
+  s.k = s.transpose_a ? a.dim(-2) : a.dim(-1);
+  s.n = s.transpose_b ? b.dim(-2) : b.dim(-1);
+  for (int axis = 0; axis < a.rank() - 2; ++axis)
+    s.batch *= a.dim(axis);
+  s.b_batched = b.rank() > 2;
+  s.has_bias = c.inputs.size() == 3;
+  // A shared b and an untransposed a: the batch folds into M, giving one taller product.
+  if (!s.b_batched && !s.transpose_a) {
+    s.m *= s.batch;
+    s.batch = 1;
+  }
+  return s;
+}
+
+// ---- loops (f64, f16, integers; the reference for the oneDNN path) ----
+template <typename T>
+void matmul_loops(const KernelContext& c, const MatmulShape& s) {
+  // Integers accumulate in 64 bits, so an i32 or u8 product overflows only when its result does.
+  using Acc = std::conditional_t<std::is_integral_v<T>, std::int64_t, compute_type_t<T>>;
+  const T* a = static_cast<const T*>(c.inputs[0].raw_data());
+  const T* b = static_cast<const T*>(c.inputs[1].raw_data());
+  const T* bias = s.has_bias ? static_cast<const T*>(c.inputs[2].raw_data()) : nullptr;
+  T* out = static_cast<T*>(c.outputs[0].raw_data());
+  // Element (i, p) of op(A) sits at i * a_row_stride + p * a_depth_stride of its batch entry.
+  const std::int64_t a_row_stride = s.transpose_a ? 1 : s.k;
+  const std::int64_t a_depth_stride = s.transpose_a ? s.m : 1;
+  const std::int64_t a_batch_stride = s.m * s.k;
+  const std::int64_t b_batch_stride = s.b_batched ? s.k * s.n : 0;
+  parallel_for(s.batch * s.m, s.k * s.n, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<Acc> row(static_cast<std::size_t>(s.n));  // (N,)
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::int64_t entry = r / s.m;
+      const std::int64_t i = r % s.m;
+      const T* a_entry = a + entry * a_batch_stride;
+      const T* b_entry = b + entry * b_batch_stride;
+      for (std::int64_t j = 0; j < s.n; ++j)
+        row[j] = bias ? static_cast<Acc>(bias[j]) : Acc(0);
+      for (std::int64_t p = 0; p < s.k; ++p) {
+        const Acc a_value = static_cast<Acc>(a_entry[i * a_row_stride + p * a_depth_stride]);
+        if (s.transpose_b) {
+          for (std::int64_t j = 0; j < s.n; ++j) {
+            row[j] += a_value * static_cast<Acc>(b_entry[j * s.k + p]);
+          }
+        } else {
+          const T* b_row = b_entry + p * s.n;
+          for (std::int64_t j = 0; j < s.n; ++j)
+            row[j] += a_value * static_cast<Acc>(b_row[j]);
+        }
+      }
+      T* out_row = out + r * s.n;
+      for (std::int64_t j = 0; j < s.n; ++j)
+        out_row[j] = convert_element<T>(row[j]);
+    }
+  });
+}
+
+// ---- oneDNN (f32, bf16) ----
+struct OneDnnMatmul {
+  std::optional<dnnl::matmul> primitive;  // empty: oneDNN has no implementation for this case
+  dnnl::memory::desc a_desc;
+  dnnl::memory::desc b_desc;
+  dnnl::memory::desc bias_desc;
+  dnnl::memory::desc out_desc;
+};
+
+// A (batch, rows, cols) view of a stored operand; `transposed` reads the stored
+// (batch, cols, rows) matrix through swapped strides.
+dnnl::memory::desc matrix_desc(std::int64_t batch, std::int64_t rows, std::int64_t cols,
+                               bool transposed, dnnl::memory::data_type type) {
+  const dnnl::memory::dims strides = transposed ? dnnl::memory::dims{rows * cols, 1, rows}
+                                                : dnnl::memory::dims{rows * cols, cols, 1};
+  return dnnl::memory::desc({batch, rows, cols}, type, strides);
+}
+
+OneDnnMatmul build_matmul(const MatmulShape& s, DType dtype) {
+  const dnnl::memory::data_type type = *onednn_data_type(dtype);
+  OneDnnMatmul result;
+  result.a_desc = matrix_desc(s.batch, s.m, s.k, s.transpose_a, type);
+  result.b_desc = matrix_desc(s.b_batched ? s.batch : 1, s.k, s.n, s.transpose_b, type);
+  result.out_desc = matrix_desc(s.batch, s.m, s.n, false, type);
+  if (s.has_bias) result.bias_desc = matrix_desc(1, 1, s.n, false, type);
+  const dnnl::matmul::desc desc =
+      s.has_bias
+          ? dnnl::matmul::desc(result.a_desc, result.b_desc, result.bias_desc, result.out_desc)
+          : dnnl::matmul::desc(result.a_desc, result.b_desc, result.out_desc);
+  const dnnl::matmul::primitive_desc pd(desc, onednn_engine(), /*allow_empty=*/true);
+  if (pd) result.primitive.emplace(pd);
+  return result;
+}
+
+// Returns false when oneDNN cannot do this product and the loops must.
+bool matmul_onednn(const KernelContext& c, const MatmulShape& s) {
+  static PrimitiveCache<OneDnnMatmul> cache(256);
+  const DType dtype = c.inputs[0].dtype();
+  const std::int64_t flags =
+      s.b_batched | s.transpose_a << 1 | s.transpose_b << 2 | s.has_bias << 3;
+  const PrimitiveKey key{static_cast<std::int64_t>(dtype), s.batch, s.m, s.k, s.n, flags};
+  const auto entry = cache.get(key, [&] { return build_matmul(s, dtype); });
+  if (!entry->primitive) return false;
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(entry->a_desc, c.inputs[0])},
+                                             {DNNL_ARG_WEIGHTS, wrap(entry->b_desc, c.inputs[1])},
+                                             {DNNL_ARG_DST, wrap(entry->out_desc, c.outputs[0])}};
+  if (s.has_bias) args.emplace(DNNL_ARG_BIAS, wrap(entry->bias_desc, c.inputs[2]));
+  execute(*entry->primitive, args);
+  return true;
+}
+
+void matmul_kernel(const KernelContext& c) {
+  const MatmulShape s = matmul_shape(c);
+  if (c.outputs[0].numel() == 0) return;
+  const DType dtype = c.inputs[0].dtype();
+  // oneDNN rejects empty products (K = 0); the loops give the bias (or zeros) there.
+  if ((dtype == DType::f32 || dtype == DType::bf16) && s.k > 0 && matmul_onednn(c, s)) return;
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) matmul_loops<T>(c, s);
+  });
+}
+
+}  // namespace
+
+void register_linalg_kernels(KernelTable& table) {
+  table[static_cast<std::size_t>(OpKind::matmul)] = {
+      matmul_kernel, dtype_mask({DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32,
+                                 DType::i64, DType::u8})};
+}
 
 }  // namespace tandem::cpu

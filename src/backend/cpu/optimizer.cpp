@@ -1,7 +1,134 @@
+// CPU optimizer updates: one pass over the parameter and its slots, in place (the outputs alias
+// the inputs). These loops are memory-bound, so they are written to vectorise and run on all
+// threads for large parameters. The formulas are documented in src/ops/optimizer.cpp.
+#include <cmath>
+
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/loops.h"
 
 namespace tandem::cpu {
+namespace {
 
-void register_optimizer_kernels(KernelTable&) {}
+// The loops take restrict-qualified pointer parameters and their constants by value, so the
+// compiler keeps the constants in registers and vectorises without aliasing checks.
+
+template <typename C>
+struct SgdStep {
+  C learning_rate;
+  C momentum;
+  C weight_decay;
+  bool nesterov;
+};
+
+template <typename T, typename C>
+void sgd_range(T* __restrict param, const T* __restrict grad, T* __restrict velocity,
+               std::int64_t begin, std::int64_t end, SgdStep<C> step) {
+  if (velocity == nullptr) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const C p = static_cast<C>(param[i]);
+      const C g = static_cast<C>(grad[i]) + step.weight_decay * p;
+      param[i] = convert_element<T>(p - step.learning_rate * g);
+    }
+  } else if (step.nesterov) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const C p = static_cast<C>(param[i]);
+      const C g = static_cast<C>(grad[i]) + step.weight_decay * p;
+      const C v = step.momentum * static_cast<C>(velocity[i]) - step.learning_rate * g;
+      velocity[i] = convert_element<T>(v);
+      param[i] = convert_element<T>(p + step.momentum * v - step.learning_rate * g);
+    }
+  } else {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const C p = static_cast<C>(param[i]);
+      const C g = static_cast<C>(grad[i]) + step.weight_decay * p;
+      const C v = step.momentum * static_cast<C>(velocity[i]) - step.learning_rate * g;
+      velocity[i] = convert_element<T>(v);
+      param[i] = convert_element<T>(p + v);
+    }
+  }
+}
+
+template <typename T>
+void sgd_loops(const KernelContext& c) {
+  using C = compute_type_t<T>;
+  T* param = static_cast<T*>(c.outputs[0].raw_data());  // aliases input 0
+  const T* grad = static_cast<const T*>(c.inputs[1].raw_data());
+  T* velocity = c.outputs.size() == 2 ? static_cast<T*>(c.outputs[1].raw_data()) : nullptr;
+  const SgdStep<C> step{static_cast<C>(c.attrs.get_float("learning_rate")),
+                        static_cast<C>(c.attrs.get_float("momentum")),
+                        static_cast<C>(c.attrs.get_float("weight_decay")),
+                        c.attrs.get_bool("nesterov")};
+  parallel_for(c.inputs[0].numel(), 4, [&](std::int64_t begin, std::int64_t end) {
+    sgd_range(param, grad, velocity, begin, end, step);
+  });
+}
+
+template <typename C>
+struct AdamStep {
+  C corrected_rate;  // lr sqrt(1 - beta2^t) / (1 - beta1^t)
+  C decay;           // 1 - lr weight_decay
+  C m_rate;          // 1 - beta1
+  C v_rate;          // 1 - beta2
+  C epsilon;
+};
+
+template <typename T, typename C>
+void adam_range(T* __restrict param, const T* __restrict grad, T* __restrict m, T* __restrict v,
+                std::int64_t begin, std::int64_t end, AdamStep<C> step) {
+  for (std::int64_t i = begin; i < end; ++i) {
+    const C g = static_cast<C>(grad[i]);
+    const C m_old = static_cast<C>(m[i]);
+    const C v_old = static_cast<C>(v[i]);
+    const C m_new = m_old + step.m_rate * (g - m_old);
+    const C v_new = v_old + step.v_rate * (g * g - v_old);
+    m[i] = convert_element<T>(m_new);
+    v[i] = convert_element<T>(v_new);
+    param[i] = convert_element<T>(static_cast<C>(param[i]) * step.decay -
+                                  step.corrected_rate * m_new / (std::sqrt(v_new) + step.epsilon));
+  }
+}
+
+template <typename T>
+void adam_loops(const KernelContext& c) {
+  using C = compute_type_t<T>;
+  T* param = static_cast<T*>(c.outputs[0].raw_data());  // aliases input 0
+  const T* grad = static_cast<const T*>(c.inputs[1].raw_data());
+  T* m = static_cast<T*>(c.outputs[1].raw_data());  // aliases input 2
+  T* v = static_cast<T*>(c.outputs[2].raw_data());  // aliases input 3
+  const double learning_rate = c.attrs.get_float("learning_rate");
+  const double beta1 = c.attrs.get_float("beta1");
+  const double beta2 = c.attrs.get_float("beta2");
+  const auto t = static_cast<double>(c.attrs.get_int("step"));
+  // The bias correction folded into the step size, as Keras does.
+  const AdamStep<C> step{static_cast<C>(learning_rate * std::sqrt(1.0 - std::pow(beta2, t)) /
+                                        (1.0 - std::pow(beta1, t))),
+                         static_cast<C>(1.0 - learning_rate * c.attrs.get_float("weight_decay")),
+                         static_cast<C>(1.0 - beta1), static_cast<C>(1.0 - beta2),
+                         static_cast<C>(c.attrs.get_float("epsilon"))};
+  parallel_for(c.inputs[0].numel(), 8, [&](std::int64_t begin, std::int64_t end) {
+    adam_range(param, grad, m, v, begin, end, step);
+  });
+}
+
+void sgd_kernel(const KernelContext& c) {
+  visit_dtype(c.inputs[0].dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<compute_type_t<T>>) sgd_loops<T>(c);
+  });
+}
+
+void adam_kernel(const KernelContext& c) {
+  visit_dtype(c.inputs[0].dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<compute_type_t<T>>) adam_loops<T>(c);
+  });
+}
+
+}  // namespace
+
+void register_optimizer_kernels(KernelTable& table) {
+  table[static_cast<std::size_t>(OpKind::sgd_update)] = {sgd_kernel, floating_dtypes_mask()};
+  table[static_cast<std::size_t>(OpKind::adam_update)] = {adam_kernel, floating_dtypes_mask()};
+}
 
 }  // namespace tandem::cpu
