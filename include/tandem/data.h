@@ -70,9 +70,10 @@ class TensorDataset final : public Dataset {
   int prefetch_depth_ = 2;
 };
 
-// Reads an IDX file (gzip-compressed when it ends in .gz). Element types u8, i8, i16, i32, f32,
-// f64 as in the format; throws IoError naming the file and the problem (missing, truncated,
-// bad magic number, impossible shape).
+// Reads an IDX file, gzip-compressed (e.g. *.gz) or plain: zlib tells them apart by content.
+// Element types u8, i32, f32 and f64 keep their type; i8 and i16 widen to i32 (Tandem has no
+// narrower signed dtype). Throws IoError naming the file, the problem (missing, truncated,
+// trailing data, bad magic number, impossible shape) and what to do.
 Tensor read_idx(const std::string& path);
 
 struct ImageClassificationData {

@@ -24,7 +24,8 @@ Tensor fill_host(const Shape& shape, DType dtype, Device device, Draw&& draw) {
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* out = static_cast<T*>(host.raw_data());
-    for (std::int64_t i = 0; i < host.numel(); ++i) out[i] = convert_element<T>(draw(i));
+    const std::int64_t count = host.numel();
+    for (std::int64_t i = 0; i < count; ++i) out[i] = convert_element<T>(draw(i));
   });
   return host.to(device);
 }

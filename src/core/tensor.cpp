@@ -78,7 +78,8 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device
     using T = decltype(tag);
     const T element = convert_element<T>(value);
     T* out = static_cast<T*>(host.raw_data());
-    for (std::int64_t i = 0; i < host.numel(); ++i) out[i] = element;
+    const std::int64_t count = host.numel();
+    for (std::int64_t i = 0; i < count; ++i) out[i] = element;
   });
   return host.to(device);
 }

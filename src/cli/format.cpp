@@ -1,0 +1,21 @@
+#include "cli/format.h"
+
+#include <cstdio>
+
+namespace tandem::cli {
+
+std::string format_bytes(std::int64_t bytes) {
+  return fixed(static_cast<double>(bytes) / (1 << 30), 1) + " GiB";
+}
+
+std::string plural(std::int64_t count, const std::string& noun) {
+  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
+std::string fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,204 @@
+// The layer base class, the shared Layer handle (eager and symbolic calls) and unique names.
+#include <map>
+#include <mutex>
+
+#include "nn/layer_util.h"
+#include "nn/tensor_copy.h"
+#include "tandem/nn.h"
+
+namespace tandem::nn {
+using detail::describe;
+
+namespace {
+
+struct NameCounters {
+  std::mutex mutex;
+  std::map<std::string, int> used;  // per prefix: names handed out so far
+};
+
+NameCounters& name_counters() {
+  static NameCounters counters;
+  return counters;
+}
+
+void require_arity(const LayerBase& layer, std::size_t count) {
+  const int arity = layer.arity();
+  if (arity == 0 && count < 2) {
+    throw InvalidArgument(describe(layer) + " takes two or more inputs, got " +
+                          std::to_string(count) + "; call it on a list: layer({a, b})");
+  }
+  if (arity > 0 && count != static_cast<std::size_t>(arity)) {
+    throw InvalidArgument(describe(layer) + " takes " + std::to_string(arity) + " input" +
+                          (arity == 1 ? "" : "s") + ", got " + std::to_string(count));
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+std::string unique_name(const std::string& prefix) {
+  NameCounters& counters = name_counters();
+  std::lock_guard lock(counters.mutex);
+  const int index = counters.used[prefix]++;
+  return index == 0 ? prefix : prefix + "_" + std::to_string(index);
+}
+
+std::string describe(const LayerBase& layer) {
+  return std::string(layer.class_name()) + " '" + layer.name() + "'";
+}
+
+void require_positive(const std::string& layer, const char* argument, std::int64_t value) {
+  if (value <= 0) {
+    throw InvalidArgument(layer + ": " + argument + " must be positive, got " +
+                          std::to_string(value));
+  }
+}
+
+}  // namespace detail
+
+void clear_session() {
+  NameCounters& counters = name_counters();
+  std::lock_guard lock(counters.mutex);
+  counters.used.clear();
+}
+
+// ---- LayerBase ----
+
+LayerBase::LayerBase(const std::string& prefix, const std::string& name)
+    : name_(name.empty() ? detail::unique_name(prefix) : name) {}
+
+LayerBase::~LayerBase() = default;
+
+void LayerBase::ensure_built(std::span<const Shape> input_shapes, DType dtype, Device device) {
+  if (built_) return;
+  // Checks the inputs fit before any weight exists, so a bad shape leaves the layer unbuilt.
+  compute_output_shape(input_shapes);
+  build(input_shapes, is_floating(dtype) ? dtype : DType::f32, device);
+  built_ = true;
+}
+
+void LayerBase::set_trainable(bool trainable) {
+  trainable_ = trainable;
+  for (Weight& weight : weights_)
+    weight.tensor.set_variable(trainable && weight.trainable);
+}
+
+std::vector<Tensor> LayerBase::weights() const {
+  std::vector<Tensor> all;
+  all.reserve(weights_.size());
+  for (const Weight& weight : weights_)
+    all.push_back(weight.tensor);
+  return all;
+}
+
+std::vector<Tensor> LayerBase::trainable_weights() const {
+  std::vector<Tensor> trainable;
+  for (const Weight& weight : weights_) {
+    if (trainable_ && weight.trainable) trainable.push_back(weight.tensor);
+  }
+  return trainable;
+}
+
+std::vector<Tensor> LayerBase::non_trainable_weights() const {
+  std::vector<Tensor> frozen;
+  for (const Weight& weight : weights_) {
+    if (!(trainable_ && weight.trainable)) frozen.push_back(weight.tensor);
+  }
+  return frozen;
+}
+
+Tensor LayerBase::add_weight(const std::string& name, const Shape& shape, Initializer initializer,
+                             DType dtype, Device device, bool trainable) {
+  Tensor weight = initialize(initializer, shape, dtype).to(device);
+  weight.set_name(name_ + "/" + name);
+  weight.set_variable(trainable && trainable_);
+  weights_.push_back(Weight{weight, trainable});
+  return weight;
+}
+
+// ---- Layer ----
+
+Layer::Layer(std::shared_ptr<LayerBase> impl) : impl_(std::move(impl)) {}
+
+LayerBase& Layer::impl() const {
+  if (!impl_) {
+    throw InvalidArgument(
+        "nn::Layer: this layer handle is empty; construct a layer (e.g. nn::Dense(10)) first");
+  }
+  return *impl_;
+}
+
+Tensor Layer::operator()(const Tensor& x, bool training) const {
+  LayerBase& layer = impl();
+  require_arity(layer, 1);
+  if (!layer.built()) {
+    const Shape shape = x.shape();
+    layer.ensure_built({&shape, 1}, x.dtype(), x.device());
+  }
+  return layer.call({&x, 1}, training);
+}
+
+Tensor Layer::operator()(const std::vector<Tensor>& xs, bool training) const {
+  LayerBase& layer = impl();
+  require_arity(layer, xs.size());
+  if (!layer.built()) {
+    std::vector<Shape> shapes;
+    for (const Tensor& x : xs)
+      shapes.push_back(x.shape());
+    layer.ensure_built(shapes, xs[0].dtype(), xs[0].device());
+  }
+  return layer.call(xs, training);
+}
+
+SymbolicTensor Layer::operator()(const SymbolicTensor& x) const {
+  return (*this)(std::vector<SymbolicTensor>{x});
+}
+
+SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& xs) const {
+  LayerBase& layer = impl();
+  require_arity(layer, xs.size());
+  std::vector<Shape> shapes;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    if (!xs[i].node()) {
+      throw InvalidArgument(describe(layer) + ": input " + std::to_string(i) +
+                            " is an empty SymbolicTensor; start the graph with nn::Input(shape)");
+    }
+    shapes.push_back(xs[i].shape());
+  }
+  auto node = std::make_shared<Node>();
+  node->shape = layer.compute_output_shape(shapes);
+  layer.ensure_built(shapes, xs[0].dtype(), Device::cpu());
+  node->layer = *this;
+  node->inputs = xs;
+  node->dtype = xs[0].dtype();
+  node->name = layer.name();
+  return SymbolicTensor(std::move(node));
+}
+
+void Layer::set_weights(const std::vector<Tensor>& values) const {
+  const std::vector<Tensor> current = weights();
+  if (values.size() != current.size()) {
+    std::string expected;
+    for (const Tensor& weight : current) {
+      expected += (expected.empty() ? "" : ", ") + weight.name() + " " + shape_str(weight.shape());
+    }
+    throw InvalidArgument(describe(impl()) + ".set_weights: expects " +
+                          std::to_string(current.size()) + " tensors (" +
+                          (built() ? expected : "the layer is not built yet; call it once") +
+                          "), got " + std::to_string(values.size()));
+  }
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    detail::copy_into(current[i], values[i],
+                      describe(impl()) + ".set_weights: " + current[i].name());
+  }
+}
+
+std::int64_t Layer::count_params() const {
+  std::int64_t count = 0;
+  for (const Tensor& weight : weights())
+    count += weight.numel();
+  return count;
+}
+
+}  // namespace tandem::nn

@@ -1,0 +1,38 @@
+#pragma once
+// What a Model holds: its layer graph (shared by Sequential and functional models) and, once
+// compiled, its training configuration. Model's own methods live in src/nn/model.cpp; compile,
+// fit, evaluate and predict in src/train/fit.cpp.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/nn.h"
+#include "tandem/train.h"
+
+namespace tandem::nn {
+
+struct Model::State {
+  std::string name;
+  bool sequential = false;
+  std::vector<Layer> sequential_layers;  // a Sequential's layers, kept for building lazily
+
+  // The graph once built, in topological order: nodes[0] is the input, `output` the result.
+  SymbolicTensor input;
+  SymbolicTensor output;
+  std::vector<std::shared_ptr<const Node>> nodes;
+  std::vector<std::vector<std::size_t>> node_inputs;  // indices into nodes
+  // After evaluating node i, the values in release_after[i] are needed no more.
+  std::vector<std::vector<std::size_t>> release_after;
+
+  // Set by compile().
+  std::shared_ptr<train::Optimizer> optimizer;
+  std::shared_ptr<train::Loss> loss;
+  std::vector<std::shared_ptr<train::Metric>> metrics;
+
+  int verbose = 1;
+  bool stop_training = false;
+
+  bool built() const { return !nodes.empty(); }
+};
+
+}  // namespace tandem::nn

@@ -1,0 +1,212 @@
+// Optimizers (keras.optimizers): per-variable slots created on first use, gradient clipping by
+// global norm and gradient accumulation, then the in-place update ops on the variables' device.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "tandem/autodiff.h"
+#include "tandem/ops.h"
+#include "tandem/train.h"
+
+namespace tandem::train {
+namespace {
+
+std::string variable_label(const Tensor& variable, std::size_t index) {
+  return variable.name().empty() ? "variable " + std::to_string(index)
+                                 : "variable '" + variable.name() + "'";
+}
+
+void require_unit_interval(const char* optimizer, const char* what, double value) {
+  if (!(value >= 0.0 && value < 1.0)) {
+    throw InvalidArgument(std::string(optimizer) + ": " + what + " must be in [0, 1), got " +
+                          std::to_string(value));
+  }
+}
+
+}  // namespace
+
+ClippedGradients clip_by_global_norm(const std::vector<Tensor>& gradients, double clip_norm) {
+  if (!(clip_norm > 0.0)) {
+    throw InvalidArgument("clip_by_global_norm: clip_norm must be > 0, got " +
+                          std::to_string(clip_norm));
+  }
+  Tensor squared_total;  // scalar, in the first gradient's dtype
+  for (const Tensor& gradient : gradients) {
+    if (!gradient.defined()) continue;
+    Tensor squared = sum(square(gradient));
+    if (!squared_total.defined()) {
+      squared_total = squared;
+    } else {
+      if (squared.dtype() != squared_total.dtype()) squared = cast(squared, squared_total.dtype());
+      squared_total = add(squared_total, squared);
+    }
+  }
+  if (!squared_total.defined()) return {gradients, Tensor::scalar(0.0)};
+  const Tensor global_norm = sqrt(squared_total);
+  const Tensor limit = scalar_like(global_norm, clip_norm);
+  const Tensor scale = div(limit, maximum(global_norm, limit));  // 1 when within the limit
+  ClippedGradients clipped{{}, global_norm};
+  clipped.gradients.reserve(gradients.size());
+  for (const Tensor& gradient : gradients) {
+    if (!gradient.defined()) {
+      clipped.gradients.emplace_back();
+      continue;
+    }
+    clipped.gradients.push_back(
+        mul(gradient, scale.dtype() == gradient.dtype() ? scale : cast(scale, gradient.dtype())));
+  }
+  return clipped;
+}
+
+// ---- Optimizer ----
+
+Optimizer::Optimizer(LearningRate learning_rate, OptimizerOptions options, int num_slots)
+    : learning_rate_(std::move(learning_rate)), options_(options), num_slots_(num_slots) {
+  if (!(options.global_clipnorm >= 0.0)) {
+    throw InvalidArgument("optimizer: global_clipnorm must be >= 0 (0 turns clipping off), got " +
+                          std::to_string(options.global_clipnorm));
+  }
+  if (options.gradient_accumulation_steps < 1) {
+    throw InvalidArgument("optimizer: gradient_accumulation_steps must be >= 1, got " +
+                          std::to_string(options.gradient_accumulation_steps));
+  }
+}
+
+Optimizer::~Optimizer() = default;
+
+std::shared_ptr<Optimizer> Optimizer::from_name(const std::string& name) {
+  std::string key = name;
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  if (key == "sgd") return std::make_shared<SGD>();
+  if (key == "adam") return std::make_shared<Adam>();
+  if (key == "adamw") return std::make_shared<AdamW>();
+  throw InvalidArgument("unknown optimizer '" + name +
+                        "'; choose sgd, adam or adamw, or pass a train::Optimizer object");
+}
+
+void Optimizer::apply_gradients(const std::vector<Tensor>& gradients,
+                                const std::vector<Tensor>& variables) {
+  if (gradients.size() != variables.size()) {
+    throw InvalidArgument(name() + ".apply_gradients: got " + std::to_string(gradients.size()) +
+                          " gradients for " + std::to_string(variables.size()) +
+                          " variables; pass one gradient per variable (undefined for none)");
+  }
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    if (!variables[i].defined()) {
+      throw InvalidArgument(name() + ".apply_gradients: variable " + std::to_string(i) +
+                            " is undefined");
+    }
+    const Tensor& gradient = gradients[i];
+    if (gradient.defined() &&
+        (gradient.shape() != variables[i].shape() || gradient.dtype() != variables[i].dtype())) {
+      throw InvalidArgument(name() + ".apply_gradients: the gradient of " +
+                            variable_label(variables[i], i) + " is " +
+                            dtype_name(gradient.dtype()) + " " + shape_str(gradient.shape()) +
+                            " but the variable is " + dtype_name(variables[i].dtype()) + " " +
+                            shape_str(variables[i].shape()));
+    }
+  }
+  // Updates change variables in place; no tape may record them as part of a computation.
+  NoGradGuard no_grad;
+  const std::int64_t steps = options_.gradient_accumulation_steps;
+  if (steps == 1) {
+    apply_now(gradients, variables);
+    return;
+  }
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    if (!gradients[i].defined()) continue;
+    auto [entry, inserted] = accumulated_.try_emplace(variables[i].id(), gradients[i]);
+    if (!inserted) entry->second = add(entry->second, gradients[i]);
+  }
+  if (++accumulated_calls_ < steps) return;
+  std::vector<Tensor> averaged(variables.size());
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    auto entry = accumulated_.find(variables[i].id());
+    if (entry != accumulated_.end())
+      averaged[i] = entry->second * (1.0 / static_cast<double>(steps));
+  }
+  accumulated_.clear();
+  accumulated_calls_ = 0;
+  apply_now(averaged, variables);
+}
+
+void Optimizer::apply_now(const std::vector<Tensor>& gradients,
+                          const std::vector<Tensor>& variables) {
+  const bool clip = options_.global_clipnorm > 0.0;
+  std::vector<Tensor> clipped;
+  if (clip) clipped = clip_by_global_norm(gradients, options_.global_clipnorm).gradients;
+  const std::vector<Tensor>& effective = clip ? clipped : gradients;
+  const double rate = learning_rate();
+  const std::int64_t step = iterations_ + 1;
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    if (!effective[i].defined()) continue;
+    std::vector<Tensor>& slots = slots_[variables[i].id()];
+    while (static_cast<int>(slots.size()) < num_slots_) {
+      slots.push_back(
+          Tensor::zeros(variables[i].shape(), variables[i].dtype(), variables[i].device()));
+    }
+    // A handle of our own: the update op may rebind it to its in-place output.
+    Tensor variable = variables[i];
+    update(variable, effective[i], slots, rate, step);
+  }
+  ++iterations_;
+}
+
+// ---- SGD ----
+
+SGD::SGD(LearningRate learning_rate, double momentum, bool nesterov, OptimizerOptions options)
+    : Optimizer(std::move(learning_rate), options, momentum > 0.0 ? 1 : 0),
+      momentum_(momentum),
+      nesterov_(nesterov) {
+  require_unit_interval("SGD", "momentum", momentum);
+}
+
+void SGD::update(Tensor& variable, const Tensor& gradient, std::vector<Tensor>& slots,
+                 double learning_rate, std::int64_t) {
+  Tensor no_velocity;
+  sgd_update(variable, gradient, slots.empty() ? no_velocity : slots[0],
+             SgdOptions{.learning_rate = learning_rate,
+                        .momentum = momentum_,
+                        .nesterov = nesterov_,
+                        .weight_decay = 0.0});
+}
+
+// ---- Adam and AdamW ----
+
+Adam::Adam(LearningRate learning_rate, double beta_1, double beta_2, double epsilon,
+           OptimizerOptions options)
+    : Adam(std::move(learning_rate), 0.0, beta_1, beta_2, epsilon, options) {}
+
+Adam::Adam(LearningRate learning_rate, double weight_decay, double beta_1, double beta_2,
+           double epsilon, OptimizerOptions options)
+    : Optimizer(std::move(learning_rate), options, 2),
+      weight_decay_(weight_decay),
+      beta_1_(beta_1),
+      beta_2_(beta_2),
+      epsilon_(epsilon) {
+  require_unit_interval("Adam", "beta_1", beta_1);
+  require_unit_interval("Adam", "beta_2", beta_2);
+  if (!(epsilon > 0.0)) {
+    throw InvalidArgument("Adam: epsilon must be > 0, got " + std::to_string(epsilon));
+  }
+  if (!(weight_decay >= 0.0)) {
+    throw InvalidArgument("AdamW: weight_decay must be >= 0, got " + std::to_string(weight_decay));
+  }
+}
+
+void Adam::update(Tensor& variable, const Tensor& gradient, std::vector<Tensor>& slots,
+                  double learning_rate, std::int64_t step) {
+  adam_update(variable, gradient, slots[0], slots[1], step,
+              AdamOptions{.learning_rate = learning_rate,
+                          .beta1 = beta_1_,
+                          .beta2 = beta_2_,
+                          .epsilon = epsilon_,
+                          .weight_decay = weight_decay_});
+}
+
+AdamW::AdamW(LearningRate learning_rate, double weight_decay, double beta_1, double beta_2,
+             double epsilon, OptimizerOptions options)
+    : Adam(std::move(learning_rate), weight_decay, beta_1, beta_2, epsilon, options) {}
+
+}  // namespace tandem::train

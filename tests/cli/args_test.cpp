@@ -1,0 +1,116 @@
+// The pieces behind the CLI, in process: option parsing, typed values and the JSON writer.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "cli/args.h"
+#include "cli/cli_runner.h"
+#include "cli/json.h"
+
+namespace tandem::cli {
+namespace {
+
+const CommandSpec& example_command() {
+  static const CommandSpec spec{"example",
+                                "An example",
+                                "tandem example [options]",
+                                "",
+                                {{"--count", "N", "how many"}, {"--loud", "", "shout"}}};
+  return spec;
+}
+
+ParsedArgs parse(const std::vector<std::string>& args) {
+  return parse_args(example_command(), args);
+}
+
+TEST(Args, ValuesBySpaceOrEquals) {
+  const ParsedArgs parsed = parse({"--count", "3", "--loud"});
+  EXPECT_EQ(parsed.value("--count"), "3");
+  EXPECT_TRUE(parsed.has("--loud"));
+  EXPECT_FALSE(parsed.has("--help"));
+  EXPECT_EQ(parse({"--count=4"}).value("--count"), "4");
+  EXPECT_EQ(parse({"--count=1", "--count=2"}).value("--count"), "2");
+  EXPECT_EQ(parse({"--count="}).value("--count"), "");
+  EXPECT_TRUE(parse({"--help"}).has("--help"));
+  EXPECT_TRUE(parse({"-h"}).has("--help"));
+}
+
+TEST(Args, MistakesAreUsageErrors) {
+  EXPECT_THROW(parse({"--counts", "3"}), UsageError);
+  EXPECT_THROW(parse({"--count"}), UsageError);
+  EXPECT_THROW(parse({"--loud=1"}), UsageError);
+  EXPECT_THROW(parse({"stray"}), UsageError);
+}
+
+TEST(Args, HelpAlignsTheOptions) {
+  const std::string help = command_help(example_command());
+  EXPECT_NE(help.find("Usage: tandem example [options]"), std::string::npos) << help;
+  EXPECT_NE(help.find("  --count N  how many\n"), std::string::npos) << help;
+  EXPECT_NE(help.find("  --loud     shout\n"), std::string::npos) << help;
+  EXPECT_NE(help.find("  --help     show this help and exit\n"), std::string::npos) << help;
+}
+
+TEST(Args, TypedValues) {
+  EXPECT_EQ(parse_positive_integer("--n", "12"), 12);
+  EXPECT_THROW(parse_positive_integer("--n", "+12"), UsageError);
+  EXPECT_THROW(parse_positive_integer("--n", " 12"), UsageError);
+  EXPECT_THROW(parse_positive_integer("--n", "99999999999999999999"), UsageError);
+  EXPECT_EQ(parse_unsigned_integer("--seed", "18446744073709551615"),
+            std::numeric_limits<std::uint64_t>::max());
+  EXPECT_EQ(parse_unsigned_integer("--seed", "0"), 0u);
+  EXPECT_THROW(parse_unsigned_integer("--seed", "-1"), UsageError);
+  EXPECT_DOUBLE_EQ(parse_positive_number("--lr", "1e-3"), 0.001);
+  EXPECT_DOUBLE_EQ(parse_positive_number("--lr", "0.5"), 0.5);
+  EXPECT_THROW(parse_positive_number("--lr", "1e999"), UsageError);
+  EXPECT_DOUBLE_EQ(parse_fraction("--f", "0"), 0.0);
+  EXPECT_DOUBLE_EQ(parse_fraction("--f", "0.2"), 0.2);
+  EXPECT_THROW(parse_fraction("--f", "1.0"), UsageError);
+  try {
+    parse_positive_integer("--batch-size", "abc");
+    ADD_FAILURE() << "expected a UsageError";
+  } catch (const UsageError& error) {
+    EXPECT_STREQ(error.what(), "--batch-size must be a positive integer, got 'abc'");
+  }
+}
+
+TEST(Json, WritesEscapedNestedObjects) {
+  JsonObject inner;
+  inner.add_bool("yes", true).add_integer("count", -3);
+  JsonObject outer;
+  outer.add_string("text", "a \"quoted\"\\ line\nnext\x01")
+      .add_number("half", 0.5)
+      .add_number("missing", std::nan(""))
+      .add_unsigned("big", 18446744073709551615u)
+      .add_object("inner", inner)
+      .add_object("empty", JsonObject())
+      .add_string_array("names", {"a", "b"});
+  const std::string text = outer.str();
+  EXPECT_EQ(text,
+            "{\n"
+            "  \"text\": \"a \\\"quoted\\\"\\\\ line\\nnext\\u0001\",\n"
+            "  \"half\": 0.5,\n"
+            "  \"missing\": null,\n"
+            "  \"big\": 18446744073709551615,\n"
+            "  \"inner\": {\n"
+            "    \"yes\": true,\n"
+            "    \"count\": -3\n"
+            "  },\n"
+            "  \"empty\": {},\n"
+            "  \"names\": [\"a\", \"b\"]\n"
+            "}");
+  testing::JsonChecker checker(text);
+  EXPECT_TRUE(checker.valid());
+  EXPECT_EQ(checker.top_level().at("half"), "0.5");
+}
+
+TEST(Json, CheckerRejectsMalformedText) {
+  for (const char* bad : {"{", "{\"a\" 1}", "{\"a\": 1,}", "[1 2]", "{\"a\": tru}", "\"\n\"",
+                          "{} {}", "01", "1.", "{\"a\": \"\\x\"}"}) {
+    EXPECT_FALSE(testing::JsonChecker(bad).valid()) << bad;
+  }
+  EXPECT_TRUE(testing::JsonChecker("[1, -2.5e3, \"x\", null, {\"k\": [true]}]").valid());
+}
+
+}  // namespace
+}  // namespace tandem::cli

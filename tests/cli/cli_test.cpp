@@ -1,0 +1,197 @@
+// The `tandem` binary end to end: exit statuses, one-line errors, help texts, devices --json and
+// train on tiny (and tiny broken) copies of Fashion-MNIST.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "cli/cli_runner.h"
+#include "tandem/runtime.h"
+
+namespace tandem::testing {
+namespace {
+
+int count_lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+void expect_contains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in:\n" << text;
+}
+
+// A failure: the given status, nothing on stdout, one `tandem: error:` line naming `parts`.
+void expect_error(const std::vector<std::string>& args, int status,
+                  const std::vector<std::string>& parts) {
+  const CliResult result = run_cli(args);
+  std::string command = "tandem";
+  for (const std::string& arg : args)
+    command += " " + arg;
+  SCOPED_TRACE(command);
+  EXPECT_EQ(result.status, status) << result.err;
+  EXPECT_TRUE(result.err.starts_with("tandem: error: ")) << result.err;
+  EXPECT_EQ(count_lines(result.err), 1) << result.err;
+  for (const std::string& part : parts)
+    expect_contains(result.err, part);
+}
+
+TEST(Cli, VersionPrintsTheLibraryVersion) {
+  const CliResult result = run_cli({"--version"});
+  EXPECT_EQ(result.status, 0);
+  EXPECT_EQ(result.out, std::string("tandem ") + version() + "\n");
+}
+
+TEST(Cli, HelpListsTheCommands) {
+  for (const auto& args : {std::vector<std::string>{"--help"}, std::vector<std::string>{"help"}}) {
+    const CliResult result = run_cli(args);
+    EXPECT_EQ(result.status, 0);
+    expect_contains(result.out, "Usage: tandem <command>");
+    expect_contains(result.out, "  train ");
+    expect_contains(result.out, "  devices ");
+    expect_contains(result.out, "  help ");
+  }
+}
+
+TEST(Cli, NoCommandIsAUsageError) {
+  const CliResult result = run_cli({});
+  EXPECT_EQ(result.status, 2);
+  expect_contains(result.err, "Usage: tandem <command>");
+  expect_contains(result.err, "tandem: error: no command given");
+}
+
+TEST(Cli, UnknownCommandListsTheCommands) {
+  expect_error({"frobnicate"}, 2, {"unknown command 'frobnicate'", "train, devices, help"});
+  expect_error({"help", "frobnicate"}, 2, {"unknown command 'frobnicate'"});
+  expect_error({"--frobnicate"}, 2, {"unknown option '--frobnicate'"});
+}
+
+TEST(Cli, EverySubcommandHasHelp) {
+  const CliResult train_help = run_cli({"train", "--help"});
+  EXPECT_EQ(train_help.status, 0);
+  for (const char* option : {"--model NAME", "--epochs N", "--batch-size N", "--lr RATE",
+                             "--threads N", "--seed N", "--data-dir DIR", "--validation-split F",
+                             "--report FILE", "--quiet", "--verbose", "--help"}) {
+    expect_contains(train_help.out, option);
+  }
+  expect_contains(train_help.out, "cnn");
+  EXPECT_EQ(run_cli({"help", "train"}).out, train_help.out);
+
+  const CliResult devices_help = run_cli({"devices", "--help"});
+  EXPECT_EQ(devices_help.status, 0);
+  expect_contains(devices_help.out, "--json");
+  EXPECT_EQ(run_cli({"help", "devices"}).out, devices_help.out);
+}
+
+TEST(Cli, DevicesDescribesTheCpuAndTheMissingGpuBackend) {
+  const CliResult result = run_cli({"devices"});
+  EXPECT_EQ(result.status, 0) << result.err;
+  expect_contains(result.out, "cpu:0");
+  expect_contains(result.out, "topology");
+  expect_contains(result.out, "oneDNN");
+  expect_contains(result.out, "has no GPU backend");
+}
+
+TEST(Cli, DevicesJsonParses) {
+  const CliResult result = run_cli({"devices", "--json"});
+  EXPECT_EQ(result.status, 0) << result.err;
+  JsonChecker json(result.out);
+  ASSERT_TRUE(json.valid()) << result.out;
+  EXPECT_EQ(json.top_level().count("cpu"), 1u);
+  EXPECT_EQ(json.top_level().at("gpus"), "[]");
+  EXPECT_EQ(json.top_level().at("gpu_backend_built"), "false");
+  expect_contains(json.top_level().at("cpu"), "\"isa\"");
+  expect_contains(json.top_level().at("cpu"), "\"AVX2\"");
+  expect_contains(json.top_level().at("cpu"), "\"threads\"");
+  expect_contains(json.top_level().at("cpu"), "\"memory_total_bytes\"");
+}
+
+TEST(Cli, BadTrainArgumentsAreUsageErrors) {
+  expect_error({"train", "--frobnicate"}, 2,
+               {"unknown option '--frobnicate'", "tandem train --help"});
+  expect_error({"train", "--model", "nope"}, 2, {"unknown model 'nope'", "cnn", "mlp"});
+  for (const char* bad : {"0", "-3", "abc", "1.5", "", "12abc"}) {
+    expect_error({"train", "--batch-size", bad}, 2,
+                 {"--batch-size must be a positive integer", std::string("'") + bad + "'"});
+    expect_error({"train", std::string("--epochs=") + bad}, 2,
+                 {"--epochs must be a positive integer"});
+    expect_error({"train", "--threads", bad}, 2, {"--threads must be a positive integer"});
+  }
+  for (const char* bad : {"0", "-0.1", "abc", "nan", "inf"}) {
+    expect_error({"train", "--lr", bad}, 2, {"--lr must be a positive number"});
+  }
+  expect_error({"train", "--seed", "-1"}, 2, {"--seed must be a non-negative integer"});
+  expect_error({"train", "--validation-split", "1"}, 2,
+               {"--validation-split must be a number in [0, 1)"});
+  expect_error({"train", "--epochs"}, 2, {"--epochs needs a value"});
+  expect_error({"train", "--quiet=yes"}, 2, {"--quiet takes no value"});
+  expect_error({"train", "extra"}, 2, {"takes no argument 'extra'"});
+  expect_error({"train", "--report", "/nonexistent/dir/report.json"}, 2,
+               {"--report", "/nonexistent/dir", "does not exist"});
+}
+
+TEST(Cli, MissingDataDirectoryIsARuntimeError) {
+  expect_error({"train", "--quiet", "--data-dir", "/nonexistent/fashion"}, 1,
+               {"/nonexistent/fashion", "dataset-fashion-mnist", "--data-dir"});
+}
+
+TEST(Cli, TruncatedDataFileIsNamed) {
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 20, 10, 28, 28);
+  const std::string images = dir.file("train-images-idx3-ubyte.gz");
+  Bytes bytes = idx_header(0x08, {20, 28, 28});
+  bytes.resize(bytes.size() + 1000, 7);
+  write_file(images, bytes);
+  expect_error({"train", "--quiet", "--data-dir", dir.path().string()}, 1,
+               {images, "expected 15680 bytes of data after the header, found 1000"});
+}
+
+TEST(Cli, BadHeaderIsNamed) {
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 20, 10, 28, 28, "");
+  const std::string labels = dir.file("t10k-labels-idx1-ubyte");
+  write_file(labels, concat(Bytes{0x00, 0x00, 0x09, 0x00}, Bytes(10, 1)));
+  expect_error({"train", "--quiet", "--data-dir", dir.path().string()}, 1,
+               {labels, "impossible shape"});
+  write_file(labels, concat(Bytes{'P', 'K', 0x03, 0x04, 0, 0, 0, 10}, Bytes(10, 1)));  // a zip
+  expect_error({"train", "--quiet", "--data-dir", dir.path().string()}, 1,
+               {labels, "not an IDX file", "0x504B0304"});
+}
+
+TEST(Cli, TrainsOnATinyDatasetAndWritesTheReport) {
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 64, 32, 28, 28);
+  const std::string report = dir.file("report.json");
+  const CliResult result =
+      run_cli({"train", "--model", "mlp", "--epochs", "2", "--batch-size", "16", "--threads", "1",
+               "--seed", "7", "--data-dir", dir.path().string(), "--report", report});
+  ASSERT_EQ(result.status, 0) << result.err;
+  expect_contains(result.out, "device: cpu");
+  expect_contains(result.out, "has no GPU backend");
+  expect_contains(result.out, "test accuracy: ");
+  expect_contains(result.out, "samples/s");
+  JsonChecker json(slurp(report));
+  ASSERT_TRUE(json.valid()) << slurp(report);
+  const auto& members = json.top_level();
+  for (const char* key :
+       {"model", "device", "epochs", "batch_size", "threads", "seed", "test_accuracy", "test_loss",
+        "samples_per_sec", "wall_seconds", "train_seconds", "tandem_version"}) {
+    EXPECT_EQ(members.count(key), 1u) << key;
+  }
+  EXPECT_EQ(members.at("model"), "\"mlp\"");
+  EXPECT_EQ(members.at("device"), "\"cpu\"");
+  EXPECT_EQ(members.at("epochs"), "2");
+  EXPECT_EQ(members.at("batch_size"), "16");
+  EXPECT_EQ(members.at("threads"), "1");
+  EXPECT_EQ(members.at("seed"), "7");
+  const double accuracy = std::stod(members.at("test_accuracy"));
+  EXPECT_GE(accuracy, 0.0);
+  EXPECT_LE(accuracy, 1.0);
+  EXPECT_GT(std::stod(members.at("samples_per_sec")), 0.0);
+
+  const CliResult quiet = run_cli(
+      {"train", "--model", "mlp", "--epochs", "1", "--quiet", "--data-dir", dir.path().string()});
+  ASSERT_EQ(quiet.status, 0) << quiet.err;
+  EXPECT_TRUE(quiet.out.starts_with("test accuracy: ")) << quiet.out;
+}
+
+}  // namespace
+}  // namespace tandem::testing
