@@ -223,7 +223,7 @@ ProgressBar::~ProgressBar() = default;
 void ProgressBar::on_epoch_begin(int epoch, const Logs&) {
   State& state = *state_;
   if (state.verbose == 0) return;
-  if (params().epochs > 1) *state.out << "Epoch " << epoch + 1 << '/' << params().epochs << '\n';
+  *state.out << "Epoch " << epoch + 1 << '/' << params().epochs << '\n';  // as Keras, even for one epoch
   state.bar = std::make_unique<observe::ProgressBar>(params().steps, state.verbose, *state.out,
                                                      state.interactive, state.interval_seconds);
   state.steps_done = 0;

@@ -108,6 +108,8 @@ TEST(Cli, BadTrainArgumentsAreUsageErrors) {
   expect_error({"train", "--frobnicate"}, 2,
                {"unknown option '--frobnicate'", "tandem train --help"});
   expect_error({"train", "--model", "nope"}, 2, {"unknown model 'nope'", "cnn", "mlp"});
+  expect_error({"train", "--lr-schedule", "linear"}, 2,
+               {"unknown schedule 'linear' for --lr-schedule", "constant", "cosine"});
   for (const char* bad : {"0", "-3", "abc", "1.5", "", "12abc"}) {
     expect_error({"train", "--batch-size", bad}, 2,
                  {"--batch-size must be a positive integer", std::string("'") + bad + "'"});

@@ -294,7 +294,7 @@ TEST(ProgressBarCallback, PrintsKerasLinesPerEpoch) {
   model.fit(data.x, data.y, 10, 1, 0.0, true, 0,
             {.callbacks = {std::make_shared<train::ProgressBar>(2, &terse, false)}});
   EXPECT_TRUE(
-      std::regex_match(terse.str(), std::regex("4/4 - \\d+s - \\d+(us|ms|s)/step - accuracy: "
+      std::regex_match(terse.str(), std::regex("Epoch 1/1\n4/4 - \\d+s - \\d+(us|ms|s)/step - accuracy: "
                                                "\\d\\.\\d{4} - loss: \\d\\.\\d{4}\n")))
       << terse.str();
 }
