@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "ops/gradient_check.h"
+#include "support/errors.h"
 #include "tandem/tandem.h"
 
 namespace tandem {
@@ -17,15 +18,7 @@ Tensor values(const std::vector<double>& v, const Shape& shape, DType dtype = DT
   return cast(Tensor::from_vector(v, shape), dtype);
 }
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& error) {
-    return error.what();
-  }
-  return "(no InvalidArgument thrown)";
-}
+using testing::error_of;
 
 TEST(Dense, KnownWeightsGiveTheMatrixProductPlusBias) {
   nn::Dense dense(2);

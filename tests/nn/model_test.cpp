@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/gradient_check.h"
+#include "support/errors.h"
 #include "tandem/tandem.h"
 
 namespace tandem {
@@ -10,15 +11,7 @@ namespace {
 
 using testing::expect_close;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& error) {
-    return error.what();
-  }
-  return "(no InvalidArgument thrown)";
-}
+using testing::error_of;
 
 TEST(Sequential, BuildsLazilyFromTheFirstBatch) {
   nn::Sequential model({nn::Flatten(), nn::Dense(5, "relu")});

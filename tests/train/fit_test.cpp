@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ops/gradient_check.h"
+#include "support/errors.h"
 #include "tandem/data.h"
 #include "tandem/tandem.h"
 
@@ -15,15 +16,7 @@ namespace {
 
 using testing::expect_close;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& error) {
-    return error.what();
-  }
-  return "(no InvalidArgument thrown)";
-}
+using testing::error_of;
 
 struct Problem {
   Tensor x;
@@ -293,9 +286,9 @@ TEST(ProgressBarCallback, PrintsKerasLinesPerEpoch) {
   std::ostringstream terse;
   model.fit(data.x, data.y, 10, 1, 0.0, true, 0,
             {.callbacks = {std::make_shared<train::ProgressBar>(2, &terse, false)}});
-  EXPECT_TRUE(
-      std::regex_match(terse.str(), std::regex("Epoch 1/1\n4/4 - \\d+s - \\d+(us|ms|s)/step - accuracy: "
-                                               "\\d\\.\\d{4} - loss: \\d\\.\\d{4}\n")))
+  EXPECT_TRUE(std::regex_match(terse.str(),
+                               std::regex("Epoch 1/1\n4/4 - \\d+s - \\d+(us|ms|s)/step - accuracy: "
+                                          "\\d\\.\\d{4} - loss: \\d\\.\\d{4}\n")))
       << terse.str();
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/gradient_check.h"
+#include "support/errors.h"
 #include "tandem/tandem.h"
 
 namespace tandem {
@@ -20,15 +21,7 @@ Tensor labels(const std::vector<std::int32_t>& values) {
   return Tensor::from_vector(values, {static_cast<std::int64_t>(values.size())});
 }
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& error) {
-    return error.what();
-  }
-  return "(no InvalidArgument thrown)";
-}
+using testing::error_of;
 
 // Rows [2, 1, 0] and [0, 0, 0] with labels 0 and 2.
 const std::vector<double> kLogits{2, 1, 0, 0, 0, 0};
