@@ -8,7 +8,12 @@ packages=(
   libdnnl-dev          # oneDNN: CPU kernels for conv, matmul, pooling, batch norm, eltwise
   libhwy-dev           # Highway: portable SIMD for loops oneDNN lacks
   libgtest-dev libgmock-dev
-  zlib1g-dev           # gzip IDX files
+  zlib1g-dev           # gzip IDX files, gzip TFRecords
+  libjpeg62-turbo-dev libpng-dev          # image decoding in the input pipeline
+  protobuf-compiler libprotobuf-dev       # tf.train.Example, TensorBoard events, ONNX
+  libonnx-dev                             # ONNX protos and checker for export
+  openmpi-bin libopenmpi-dev              # multi-worker training: launch and bootstrap
+  clang libclang-rt-14-dev                # libFuzzer targets for the readers
   dataset-fashion-mnist
   python3 python3-venv # benchmark peers and interop tests run in a project virtualenv
 )
