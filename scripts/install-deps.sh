@@ -12,6 +12,7 @@ packages=(
   libjpeg62-turbo-dev libpng-dev          # image decoding in the input pipeline
   protobuf-compiler libprotobuf-dev       # tf.train.Example, TensorBoard events, ONNX
   libonnx-dev                             # ONNX protos and checker for export
+  nlohmann-json3-dev                      # JSON for checkpoints and saved models
   openmpi-bin libopenmpi-dev              # multi-worker training: launch and bootstrap
   clang libclang-rt-14-dev                # libFuzzer targets for the readers
   dataset-fashion-mnist

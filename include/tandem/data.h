@@ -1,7 +1,8 @@
 #pragma once
-// Data for training: IDX files (MNIST/Fashion-MNIST, gzip or plain) and an in-memory dataset
-// with seeded shuffling, batching and a background prefetch thread. (The full tf.data-style
-// pipeline is a later piece of work; this interface is what model.fit consumes.)
+// Data for training: the Dataset interface that model.fit consumes, IDX files (MNIST and
+// Fashion-MNIST, gzip or plain) and an in-memory dataset with seeded shuffling, batching and a
+// background prefetch thread. The tf.data-style input pipeline (tandem/pipeline.h) is a Dataset
+// too once batched.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -17,11 +18,21 @@ struct Batch {
   Tensor labels;    // (B,) i32 class ids, or (B, ...) targets
 };
 
+// What one pass over a dataset measured about itself, for the trainer's report. A Pipeline
+// fills it (see tandem/pipeline.h); other datasets leave it empty.
+struct PassReport {
+  std::int64_t skipped = 0;     // bad elements skipped under OnError::skip
+  std::string skipped_summary;  // which stages skipped them, with an example of why
+  std::string advice;           // the most likely fix, should the trainer wait for input
+  std::string stats_table;      // per-stage elements, bytes, busy and wait time
+};
+
 // One pass over a dataset; next() returns nothing at the end of the epoch.
 class BatchIterator {
  public:
   virtual ~BatchIterator() = default;
   virtual std::optional<Batch> next() = 0;
+  virtual PassReport report() const { return {}; }
 };
 
 class Dataset {
@@ -88,5 +99,14 @@ struct ImageClassificationData {
 inline constexpr const char* kFashionMnistDefaultDir = "/usr/share/datasets/fashion-mnist";
 // Loads the four Fashion-MNIST (or MNIST) IDX files from `directory`.
 ImageClassificationData load_fashion_mnist(const std::string& directory = kFashionMnistDefaultDir);
+
+// The image and label files of one Fashion-MNIST (or MNIST) split, "train" or "t10k", in
+// `directory`: each "<split>-images-idx3-ubyte" with ".gz" when that exists, else plain. Throws
+// IoError saying what is missing and where to get it. (Pipeline::idx reads them.)
+struct IdxFiles {
+  std::string images;
+  std::string labels;
+};
+IdxFiles fashion_mnist_files(const std::string& directory, const std::string& split);
 
 }  // namespace tandem::data

@@ -14,13 +14,17 @@
 #include <array>
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "tandem/mixed_precision.h"
 #include "tandem/random.h"
 #include "tandem/tensor.h"
 #include "tandem/train.h"
@@ -34,7 +38,15 @@ namespace tandem::nn {
 // ---------------------------------------------------------------------------------------------
 // Initializers and activations (by Keras name).
 // ---------------------------------------------------------------------------------------------
-enum class Initializer { glorot_uniform, glorot_normal, he_normal, he_uniform, zeros, ones };
+enum class Initializer {
+  glorot_uniform,
+  glorot_normal,
+  he_normal,
+  he_uniform,
+  zeros,
+  ones,
+  uniform
+};
 // "glorot_uniform", ...; throws InvalidArgument listing the names for an unknown one.
 Initializer parse_initializer(const std::string& name);
 const char* initializer_name(Initializer initializer);
@@ -50,7 +62,8 @@ Fans compute_fans(const Shape& shape);
 // Draws a weight of `shape` the way Keras' initializer of that name does: glorot_uniform
 // U(-sqrt(6 / (fan_in + fan_out)), +...), glorot_normal truncated normal (2 std devs) with
 // variance 2 / (fan_in + fan_out), he_normal truncated normal with variance 2 / fan_in,
-// he_uniform U(-sqrt(6 / fan_in), +...), zeros, ones.
+// he_uniform U(-sqrt(6 / fan_in), +...), zeros, ones, uniform U(-0.05, 0.05) (Keras' "uniform",
+// the Embedding default).
 Tensor initialize(Initializer initializer, const Shape& shape, DType dtype = DType::f32,
                   Generator& generator = default_generator());
 
@@ -77,6 +90,12 @@ struct Size2 {
 class Layer;
 class SymbolicTensor;
 
+// A layer's constructor arguments by their Keras names (Keras' get_config), e.g. {"units": 64,
+// "activation": "relu"}: what a saved model stores to make the layer again. Seeds are unsigned.
+using ConfigValue =
+    std::variant<bool, std::int64_t, std::uint64_t, double, std::string, std::vector<std::int64_t>>;
+using LayerConfig = std::map<std::string, ConfigValue>;
+
 // What a layer is and does. Built-in layers subclass it in src/nn/; a custom layer subclasses it
 // too and is used through Layer(std::make_shared<MyLayer>(...)).
 class LayerBase {
@@ -102,6 +121,21 @@ class LayerBase {
   void ensure_built(std::span<const Shape> input_shapes, DType dtype, Device device);
   bool built() const { return built_; }
 
+  // Mixed precision: the dtype policy the layer took from the global one when it was made
+  // (nullopt when none was set: the layer then computes in its first input's dtype). Under a
+  // policy the weights are made in its variable dtype and call() sees floating inputs cast to
+  // its compute dtype.
+  const std::optional<mixed_precision::Policy>& dtype_policy() const { return dtype_policy_; }
+  // Before the layer is built (Keras' dtype= argument); throws InvalidArgument after.
+  void set_dtype_policy(const mixed_precision::Policy& policy);
+  // The dtype the layer computes in for a floating input of `input_dtype`.
+  DType compute_dtype(DType input_dtype) const;
+  // The dtype of the layer's output for a first input of `input_dtype`: its compute dtype for a
+  // floating input, the input's dtype otherwise (layers that turn ids into vectors override it).
+  virtual DType output_dtype(DType input_dtype) const;
+  // What models and Layer::operator() run: call() on inputs cast to the compute dtype.
+  Tensor invoke(std::span<const Tensor> inputs, bool training);
+
   const std::string& name() const { return name_; }
   // Frozen layers (trainable false) keep their weights out of trainable_weights and out of
   // every tape.
@@ -110,6 +144,13 @@ class LayerBase {
   std::vector<Tensor> weights() const;
   std::vector<Tensor> trainable_weights() const;
   std::vector<Tensor> non_trainable_weights() const;
+
+  // The arguments that make this layer again through make_layer(class_name(), name(), config());
+  // nothing for a layer that cannot be saved (a custom layer that does not override it).
+  virtual std::optional<LayerConfig> config() const { return std::nullopt; }
+  // The random stream the layer draws from while training (Dropout's masks), if any, so a
+  // checkpoint can keep its position.
+  virtual Generator* generator() { return nullptr; }
 
  protected:
   virtual void build(std::span<const Shape> input_shapes, DType dtype, Device device) {}
@@ -126,6 +167,7 @@ class LayerBase {
   bool built_ = false;
   bool trainable_ = true;
   std::vector<Weight> weights_;
+  std::optional<mixed_precision::Policy> dtype_policy_;
 };
 
 // A handle to a layer, shared by every place that uses it (models, graph nodes): copies refer to
@@ -154,6 +196,9 @@ class Layer {
   std::int64_t count_params() const;
   void set_trainable(bool trainable) const { impl().set_trainable(trainable); }
   bool trainable() const { return impl().trainable(); }
+  // Gives the layer this dtype policy (e.g. "float32" for the final layer of a mixed-precision
+  // model, as Keras' dtype="float32") and returns the handle: Dense(10).with_dtype_policy(...).
+  Layer with_dtype_policy(const std::string& policy) const;
 
   LayerBase& impl() const;
   const std::shared_ptr<LayerBase>& ptr() const { return impl_; }
@@ -257,6 +302,59 @@ class Add : public Layer {
   explicit Add(const std::string& name = "");
 };
 
+// Integer ids (..., ) in [0, input_dim), i32 or i64, -> (..., output_dim) rows of a trainable
+// (input_dim, output_dim) table (Keras' Embedding; "uniform" draws U(-0.05, 0.05)). Trains by
+// scatter-adding the rows' gradients. An id outside the table is an error naming it.
+class Embedding : public Layer {
+ public:
+  Embedding(std::int64_t input_dim, std::int64_t output_dim,
+            const std::string& embeddings_initializer = "uniform", const std::string& name = "");
+};
+
+// Learned positions (keras_nlp's PositionEmbedding): for x (batch, length, features) with
+// length <= sequence_length, the first `length` rows of a trainable (sequence_length, features)
+// table, broadcast to x's shape, to be added to the token embeddings.
+class PositionEmbedding : public Layer {
+ public:
+  explicit PositionEmbedding(std::int64_t sequence_length,
+                             const std::string& initializer = "glorot_uniform",
+                             const std::string& name = "");
+};
+
+// Normalises every position over its features (the last axis): (x - mean) / sqrt(variance +
+// epsilon) * gamma + beta, as Keras' LayerNormalization(axis=-1). Weights gamma (ones) and beta
+// (zeros); a mixed-precision layer keeps them in float32.
+class LayerNormalization : public Layer {
+ public:
+  explicit LayerNormalization(double epsilon = 1e-3, const std::string& name = "");
+};
+
+// Multi-head self-attention, as Keras' MultiHeadAttention called as mha(x, x): x (batch, length,
+// features) is projected to num_heads queries, keys and values of key_dim each;
+// softmax(q k^T / sqrt(key_dim)) v per head from batched matmuls, dropout on the attention
+// weights while training, then a projection back to `features`. Weights: query, key, value
+// (features, num_heads * key_dim) and output (num_heads * key_dim, features) kernels with biases.
+class MultiHeadAttention : public Layer {
+ public:
+  MultiHeadAttention(std::int64_t num_heads, std::int64_t key_dim, double dropout = 0.0,
+                     std::optional<std::uint64_t> seed = std::nullopt,
+                     const std::string& name = "");
+};
+
+// (batch, steps, features) -> (batch, features): the mean over the steps.
+class GlobalAveragePooling1D : public Layer {
+ public:
+  explicit GlobalAveragePooling1D(const std::string& name = "");
+};
+
+// Makes a layer from its class name ("Dense"), name and config (LayerBase::config): the built-in
+// layers and those added with register_layer. Throws InvalidArgument naming the class and the
+// missing, unknown or mistyped argument.
+Layer make_layer(const std::string& class_name, const std::string& name, const LayerConfig& config);
+// Teaches make_layer (and so load_model) a custom layer class.
+using LayerFactory = std::function<Layer(const std::string& name, const LayerConfig& config)>;
+void register_layer(const std::string& class_name, LayerFactory factory);
+
 // Resets the counters behind unique layer names, so the next Dense is "dense" again (like
 // keras.backend.clear_session()).
 void clear_session();
@@ -320,6 +418,9 @@ class Model {
 
   // Each layer once, in the order the forward pass first uses them.
   std::vector<Layer> layers() const;
+  // The graph in evaluation order, every node after its inputs: nodes()[0] is the input (what
+  // exporters walk). Needs a built model.
+  const std::vector<std::shared_ptr<const Node>>& nodes() const;
   Layer get_layer(const std::string& name) const;
   std::vector<Tensor> weights() const;
   std::vector<Tensor> trainable_weights() const;
@@ -342,6 +443,8 @@ class Model {
   train::Optimizer& optimizer() const;
   const train::Loss& loss() const;
   std::vector<std::shared_ptr<train::Metric>> metrics() const;
+  // fit's running mean of the epoch's loss (the "loss" log), which checkpoints keep.
+  train::Mean& loss_tracker() const;
 
   // Trains on every batch of `dataset` per epoch.
   train::History fit(const data::Dataset& dataset, int epochs = 1,
@@ -352,6 +455,13 @@ class Model {
   train::History fit(const Tensor& x, const Tensor& y, std::int64_t batch_size = 32, int epochs = 1,
                      double validation_split = 0.0, bool shuffle = true, std::uint64_t seed = 0,
                      const train::FitOptions& options = {});
+
+  // Writes the model to `directory` (created if need be; a saved model there is replaced, any
+  // other content refused): the architecture as JSON (model.json) and the weights as
+  // safetensors (model.safetensors), checksummed, the folder swapped in whole so a crash leaves
+  // the old model or the new. `class_names` (optional) name the outputs for `tandem predict`.
+  // tandem::load_model reads it back (src/io/saved_model.cpp).
+  void save(const std::string& directory, const std::vector<std::string>& class_names = {}) const;
 
   // Mean loss and metrics over the dataset: {"loss": ..., "accuracy": ...}.
   train::Logs evaluate(const data::Dataset& dataset);
@@ -402,10 +512,34 @@ namespace zoo {
 //        16, 32 and 64 filters (the last two halve the resolution and project the shortcut with a
 //        1x1 convolution), each Conv2D -> BatchNormalization -> ReLU, global average pooling,
 //        Dense num_classes (logits).
+// "resnet50": ResNet-50 v1.5, NHWC (He et al. with the stride on the 3x3 convolution of each
+//        bottleneck, as TensorFlow's and torchvision's): 7x7/2 stem, 3x3/2 max pooling,
+//        [3, 4, 6, 3] bottleneck blocks of 64-512 (x4) filters, global average pooling,
+//        Dense num_classes; 25.6 M weights for 1000 classes.
+// "bert_base": a BERT-base-sized transformer encoder (transformer_encoder with the defaults of
+//        TransformerEncoderConfig) over token ids; input_shape is {sequence_length} (<= 512).
 std::vector<std::string> names();
 // input_shape without the batch dimension, e.g. {28, 28, 1}. An unknown name throws
 // InvalidArgument listing names().
 Model build(const std::string& name, const Shape& input_shape, std::int64_t num_classes);
+
+// A post-layer-norm transformer encoder as BERT's: token and position embeddings, summed and
+// normalised; `layers` blocks of multi-head self-attention and a GELU feed-forward network,
+// each with dropout, a residual connection and layer normalisation; then the mean over the
+// sequence and Dense num_classes (logits). Inputs are (sequence_length,) i32 token ids.
+struct TransformerEncoderConfig {
+  std::int64_t vocabulary_size = 30522;
+  std::int64_t max_sequence_length = 512;
+  std::int64_t hidden_size = 768;
+  std::int64_t layers = 12;
+  std::int64_t heads = 12;
+  std::int64_t intermediate_size = 3072;
+  double dropout = 0.1;
+  double layer_norm_epsilon = 1e-12;
+};
+Model transformer_encoder(const TransformerEncoderConfig& config, std::int64_t sequence_length,
+                          std::int64_t num_classes,
+                          const std::string& name = "transformer_encoder");
 }  // namespace zoo
 
 }  // namespace tandem::nn

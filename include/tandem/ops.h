@@ -15,29 +15,80 @@ namespace tandem {
 
 enum class OpKind : std::uint8_t {
   // element-wise unary
-  neg, abs, sign, exp, log, sqrt, rsqrt, square, relu, gelu, sigmoid, tanh,
+  neg,
+  abs,
+  sign,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  square,
+  relu,
+  gelu,
+  sigmoid,
+  tanh,
   // their backward kernels (dy with the forward input x or output y)
-  relu_backward, gelu_backward, sigmoid_backward, tanh_backward,
+  relu_backward,
+  gelu_backward,
+  sigmoid_backward,
+  tanh_backward,
   // element-wise binary with NumPy broadcasting
-  add, sub, mul, div, maximum, minimum, pow,
+  add,
+  sub,
+  mul,
+  div,
+  maximum,
+  minimum,
+  pow,
   // comparisons (bool result) and selection
-  equal, greater, greater_equal, less, select,
+  equal,
+  greater,
+  greater_equal,
+  less,
+  select,
   // reductions and broadcasting
-  sum, mean, max, argmax, broadcast_to,
+  sum,
+  mean,
+  max,
+  argmax,
+  broadcast_to,
+  // gathering rows by index (embeddings) and its adjoint
+  gather,
+  scatter_add,
   // linear algebra and convolution
-  matmul, conv2d, conv2d_backward_input, conv2d_backward_filter,
+  matmul,
+  conv2d,
+  conv2d_backward_input,
+  conv2d_backward_filter,
   // pooling
-  max_pool2d, max_pool2d_backward, avg_pool2d, avg_pool2d_backward, global_avg_pool2d,
+  max_pool2d,
+  max_pool2d_backward,
+  avg_pool2d,
+  avg_pool2d_backward,
+  global_avg_pool2d,
   // normalisation
-  batch_norm, batch_norm_backward,
+  batch_norm,
+  batch_norm_backward,
+  layer_norm,
+  layer_norm_backward,
   // softmax family
-  softmax, softmax_backward, log_softmax, log_softmax_backward,
+  softmax,
+  softmax_backward,
+  log_softmax,
+  log_softmax_backward,
   // layout and type
-  reshape, transpose, concat, slice, pad, cast,
+  reshape,
+  transpose,
+  concat,
+  slice,
+  pad,
+  cast,
   // regularisation and losses
-  dropout, sparse_softmax_cross_entropy,
+  dropout,
+  sparse_softmax_cross_entropy,
   // optimizer updates (in place: outputs alias the parameter and slot inputs)
-  sgd_update, adam_update,
+  sgd_update,
+  adam_update,
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::adam_update) + 1;
 
@@ -108,6 +159,14 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape);
 // Sums a broadcast gradient back down to `shape` (the inverse of broadcast_to).
 Tensor sum_to_shape(const Tensor& x, const Shape& shape);
 
+// ---- gathering rows (embeddings) ----
+// Rows of params (V, ...) picked by indices (any shape, i32 or i64, each in [0, V)):
+// (indices..., ...). An index outside [0, V) is an error naming it.
+Tensor gather(const Tensor& params, const Tensor& indices);
+// gather's adjoint: (rows, ...) zeros with updates[i...] (indices..., ...) added to row
+// indices[i...]; repeated indices accumulate.
+Tensor scatter_add(const Tensor& updates, const Tensor& indices, std::int64_t rows);
+
 // ---- linear algebra ----
 // a (..., M, K) x b (..., K, N) [+ bias (N,)]; batch dimensions must match, or b is 2-D.
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
@@ -160,8 +219,21 @@ Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& 
                             const Tensor& mean, const Tensor& variance, double epsilon);
 // {dx, d_gamma, d_beta}; training=false treats mean and variance as constants.
 std::vector<Tensor> batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                        const Tensor& mean, const Tensor& variance,
-                                        double epsilon, bool training);
+                                        const Tensor& mean, const Tensor& variance, double epsilon,
+                                        bool training);
+
+// ---- layer normalisation over the last axis ----
+struct LayerNormResult {
+  Tensor y;     // normalised, scaled and shifted x
+  Tensor mean;  // (...) one per row: x's shape without its last axis
+  Tensor rstd;  // (...) 1 / sqrt(variance + epsilon), the biased variance of the row
+};
+// gamma, beta (C,) with C = x.dim(-1), in x's dtype or f32 for a bf16/f16 x.
+LayerNormResult layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                           double epsilon);
+// {dx, d_gamma, d_beta}
+std::vector<Tensor> layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& mean, const Tensor& rstd);
 
 // ---- softmax ----
 Tensor softmax(const Tensor& x, std::int64_t axis = -1);

@@ -7,11 +7,19 @@
 
 #include "tandem/tensor.h"
 
+// The stream functions below compile for CUDA kernels too, so dropout masks match bit for bit.
+#ifdef __CUDACC__
+#define TANDEM_HOST_DEVICE __host__ __device__
+#else
+#define TANDEM_HOST_DEVICE
+#endif
+
 namespace tandem {
 
 // One Philox-4x32-10 block: 128 random bits from a 128-bit counter and a 64-bit key.
-inline std::array<std::uint32_t, 4> philox4x32(std::uint64_t counter_low, std::uint64_t counter_high,
-                                               std::uint64_t key) {
+TANDEM_HOST_DEVICE inline std::array<std::uint32_t, 4> philox4x32(std::uint64_t counter_low,
+                                                                  std::uint64_t counter_high,
+                                                                  std::uint64_t key) {
   std::uint32_t c0 = static_cast<std::uint32_t>(counter_low);
   std::uint32_t c1 = static_cast<std::uint32_t>(counter_low >> 32);
   std::uint32_t c2 = static_cast<std::uint32_t>(counter_high);
@@ -34,12 +42,13 @@ inline std::array<std::uint32_t, 4> philox4x32(std::uint64_t counter_low, std::u
 }
 
 // Uniform float in [0, 1) from 24 random bits.
-inline float uniform_from_bits(std::uint32_t bits) {
+TANDEM_HOST_DEVICE inline float uniform_from_bits(std::uint32_t bits) {
   return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
 }
 
 // The 32-bit random word number `index` of the stream (seed, offset).
-inline std::uint32_t philox_word(std::uint64_t seed, std::uint64_t offset, std::uint64_t index) {
+TANDEM_HOST_DEVICE inline std::uint32_t philox_word(std::uint64_t seed, std::uint64_t offset,
+                                                    std::uint64_t index) {
   const std::uint64_t position = offset + index;
   return philox4x32(position / 4, 0, seed)[position % 4];
 }

@@ -1,6 +1,9 @@
 #pragma once
 // Process-wide runtime settings.
+#include <cstddef>
 #include <string>
+
+#include "tandem/device.h"
 
 namespace tandem {
 
@@ -8,9 +11,36 @@ namespace tandem {
 void set_num_threads(int threads);
 int num_threads();
 
+// Deterministic mode (`tandem train --deterministic`, like TensorFlow's
+// enable_op_determinism): the kernels whose results would depend on the thread count run in a
+// fixed order instead. On the CPU that is oneDNN's convolution backward-filter, batch norm
+// (training), matmul and reduction primitives, which split their sums across threads; Tandem's
+// own loops give each output element to one thread (or sum fixed slices in order) and replace
+// them. With fixed seeds, two runs then give bit-identical weights whatever --threads says, at
+// some cost in speed. Off by default.
+void set_deterministic(bool deterministic);
+bool deterministic();
+
+// Memory Tandem holds on a device: tensors and backend workspaces, counted by its allocators.
+struct MemoryInfo {
+  std::size_t held = 0;      // bytes allocated now
+  std::size_t peak = 0;      // the most held at once since start (or reset_peak_memory)
+  std::size_t limit = 0;     // the cap set_memory_limit put on it; 0 when none
+  std::size_t capacity = 0;  // the device's memory (host RAM for the CPU); 0 when unknown
+};
+MemoryInfo memory_info(Device device);
+// Caps what Tandem allocates on `device` (0 lifts the cap): an allocation that would pass it
+// throws OutOfMemory, as a full device does. Lets a smaller device be emulated, e.g. to find the
+// largest batch that fits one (tandem train --find-max-batch --memory-limit).
+void set_memory_limit(Device device, std::size_t bytes);
+void reset_peak_memory(Device device);
+// "1.50 GiB", "512.0 MiB", "12 bytes"
+std::string format_memory_size(std::size_t bytes);
+
 // Tandem's version, e.g. "0.1.0".
 const char* version();
-// oneDNN's version and the CPU instruction set it dispatches to, e.g. "oneDNN 2.6.3 (avx512_core_bf16)".
+// oneDNN's version and the CPU instruction set it dispatches to, e.g. "oneDNN 2.6.3
+// (avx512_core_bf16)".
 std::string cpu_backend_description();
 
 }  // namespace tandem

@@ -89,6 +89,11 @@ class Tensor {
   Tensor to(Device device) const;
   // A deep copy with its own storage.
   Tensor clone() const;
+  // Points this tensor at `value`'s storage (same shape and dtype, any device) and keeps its
+  // identity, name and variable flag: how a built model's weights move to another device, and
+  // how a data-parallel strategy binds them to one replica's copy (PyTorch's `param.data = v`).
+  // Views taken before keep the old storage.
+  void set_data(const Tensor& value);
 
   // Variables (trainable weights) are watched by every gradient tape automatically, the way
   // tf.GradientTape watches trainable tf.Variables.
@@ -119,7 +124,8 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, Dev
   }
   Tensor host = empty(shape, dtype_v<T>, Device::cpu());
   T* out = host.data<T>();
-  for (std::size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+  for (std::size_t i = 0; i < values.size(); ++i)
+    out[i] = values[i];
   return host.to(device);
 }
 
@@ -130,7 +136,8 @@ std::vector<T> Tensor::to_vector() const {
   visit_dtype(host.dtype(), [&](auto tag) {
     using Source = decltype(tag);
     const Source* in = static_cast<const Source*>(host.raw_data());
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = convert_element<T>(in[i]);
+    for (std::size_t i = 0; i < values.size(); ++i)
+      values[i] = convert_element<T>(in[i]);
   });
   return values;
 }

@@ -30,6 +30,9 @@ class Dataset;
 namespace tandem::nn {
 class Model;
 }
+namespace tandem::mixed_precision {
+class LossScaleOptimizer;
+}
 
 namespace tandem::train {
 
@@ -115,6 +118,11 @@ class Metric {
   virtual std::string name() const = 0;
   // "accuracy" (Accuracy), "sparse_categorical_accuracy", "categorical_accuracy".
   static std::shared_ptr<Metric> from_name(const std::string& name);
+  // The numbers behind result() (Keras' metric variables), so a checkpoint taken in the middle
+  // of an epoch keeps the epoch's metrics; empty for a metric that does not expose them.
+  virtual std::vector<double> variables() const { return {}; }
+  // Puts back what variables() returned; throws InvalidArgument for the wrong count.
+  virtual void set_variables(const std::vector<double>& values);
 };
 
 // Base of the accuracies: the fraction of matching examples since the last reset.
@@ -122,6 +130,8 @@ class MatchRate : public Metric {
  public:
   double result() const override;
   void reset_state() override;
+  std::vector<double> variables() const override;  // {correct, total}
+  void set_variables(const std::vector<double>& values) override;
 
  protected:
   void add_matches(std::int64_t correct, std::int64_t total);
@@ -166,6 +176,9 @@ class Mean {
   double result() const { return weight_ > 0 ? total_ / weight_ : 0.0; }
   void reset_state();
   const std::string& name() const { return name_; }
+  // {total, weight}, as Metric::variables.
+  std::vector<double> variables() const { return {total_, weight_}; }
+  void set_variables(const std::vector<double>& values);
 
  private:
   std::string name_;
@@ -274,6 +287,25 @@ struct OptimizerOptions {
   std::int64_t gradient_accumulation_steps = 1;
 };
 
+// Dynamic loss scaling's state (mixed_float16 training): the current scale and the clean steps
+// since it last changed. An optimizer that scales the loss reports it, so checkpoints keep it.
+struct LossScaleState {
+  double scale = 1.0;
+  std::int64_t good_steps = 0;
+};
+
+// What a checkpoint keeps of an optimizer, for the variables it was asked about, in their order.
+struct OptimizerState {
+  std::int64_t iterations = 0;
+  // apply_gradients calls since the last update while accumulating gradients.
+  std::int64_t accumulated_calls = 0;
+  // Per variable: its slots (none before its first update) and its pending gradient sum
+  // (undefined when nothing is accumulated).
+  std::vector<std::vector<Tensor>> slots;
+  std::vector<Tensor> accumulated;
+  std::optional<LossScaleState> loss_scale;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer();
@@ -299,8 +331,27 @@ class Optimizer {
   // "sgd", "adam", "adamw" with Keras' default arguments.
   static std::shared_ptr<Optimizer> from_name(const std::string& name);
 
+  // The slots' names in update() order, as Keras 3 names them: {"momentum", "velocity"} for Adam.
+  virtual std::vector<std::string> slot_names() const;
+  // A copy of the state for `variables` (copies: training goes on changing the live tensors).
+  OptimizerState state(const std::vector<Tensor>& variables) const;
+  // Puts back a state taken for the same variables in the same order; throws InvalidArgument
+  // naming the variable whose slots do not fit it.
+  void load_state(const std::vector<Tensor>& variables, const OptimizerState& state);
+  // Loss scaling, for optimizers that scale the loss (none of the plain ones do).
+  virtual std::optional<LossScaleState> loss_scale_state() const { return std::nullopt; }
+  // Throws InvalidArgument unless the optimizer scales the loss.
+  virtual void set_loss_scale_state(const LossScaleState& state);
+  // The loss to take gradients of (Keras 3's Optimizer.scale_loss): the loss itself, or, for an
+  // optimizer that scales the loss, the loss times its scale.
+  virtual Tensor scale_loss(const Tensor& loss) const { return loss; }
+
  protected:
   Optimizer(LearningRate learning_rate, OptimizerOptions options, int num_slots);
+  // Called by apply_gradients before anything else with the gradients it was given: may change
+  // them (loss scaling divides by its scale) or return false to skip the step (loss scaling,
+  // when they overflowed). The default accepts them as they are.
+  virtual bool accept_gradients(std::vector<Tensor>& gradients) { return true; }
   // One variable's update; `slots` holds num_slots tensors shaped like the variable (zeros at
   // first); `step` counts from 1.
   virtual void update(Tensor& variable, const Tensor& gradient, std::vector<Tensor>& slots,
@@ -316,6 +367,9 @@ class Optimizer {
   std::unordered_map<std::uint64_t, std::vector<Tensor>> slots_;  // by variable id
   std::int64_t accumulated_calls_ = 0;
   std::unordered_map<std::uint64_t, Tensor> accumulated_;  // by variable id
+
+  // Wraps another optimizer: runs its update() with its learning rate and slot count.
+  friend class mixed_precision::LossScaleOptimizer;
 };
 
 // Keras' SGD: velocity = momentum * velocity - lr * g; variable += velocity (Nesterov:
@@ -325,6 +379,7 @@ class SGD final : public Optimizer {
   explicit SGD(LearningRate learning_rate = 0.01, double momentum = 0.0, bool nesterov = false,
                OptimizerOptions options = {});
   std::string name() const override { return "SGD"; }
+  std::vector<std::string> slot_names() const override;
 
  protected:
   void update(Tensor& variable, const Tensor& gradient, std::vector<Tensor>& slots,
@@ -343,6 +398,7 @@ class Adam : public Optimizer {
   explicit Adam(LearningRate learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
                 double epsilon = 1e-7, OptimizerOptions options = {});
   std::string name() const override { return "Adam"; }
+  std::vector<std::string> slot_names() const override { return {"momentum", "velocity"}; }
 
  protected:
   Adam(LearningRate learning_rate, double weight_decay, double beta_1, double beta_2,
@@ -377,6 +433,8 @@ struct TrainingParams {
   int epochs = 0;
   std::int64_t steps = 0;  // steps per epoch
   int verbose = 0;
+  std::int64_t batch_size = 0;  // examples per step (the last of an epoch may have fewer)
+  std::int64_t examples = 0;    // examples per epoch; 0 or less: not known in advance
 };
 
 class Callback {
@@ -432,9 +490,22 @@ class History final : public Callback {
   double timed_seconds() const;
   std::int64_t timed_examples() const;
 
-  // Called by fit: the warm-up length, and each step's time and size as it finishes.
+  // Input: the seconds each training step waited for its batch (part of its step time), per
+  // epoch; the share of the timed steps' time (after the warm-up) spent waiting, which fit warns
+  // about above 10%; bad elements the dataset skipped in each epoch (data::OnError::skip); and
+  // the input pipeline's most likely fix, from its statistics of the last epoch.
+  const std::vector<std::vector<double>>& step_input_wait_seconds() const {
+    return step_input_wait_seconds_;
+  }
+  double input_wait_share() const;
+  const std::vector<std::int64_t>& skipped_elements() const { return skipped_elements_; }
+  const std::string& input_advice() const { return input_advice_; }
+
+  // Called by fit: the warm-up length, each step's time, size and wait for its batch as it
+  // finishes, and what the dataset reported at the end of each epoch.
   void set_warmup_steps(std::int64_t steps) { warmup_steps_ = steps; }
-  void record_step(double seconds, std::int64_t examples);
+  void record_step(double seconds, std::int64_t examples, double input_wait_seconds = 0.0);
+  void record_input_report(std::int64_t skipped, std::string advice);
 
  private:
   std::map<std::string, std::vector<double>> history_;
@@ -442,6 +513,9 @@ class History final : public Callback {
   std::vector<double> epoch_seconds_;
   std::vector<std::vector<double>> step_seconds_;
   std::vector<std::vector<std::int64_t>> step_examples_;
+  std::vector<std::vector<double>> step_input_wait_seconds_;
+  std::vector<std::int64_t> skipped_elements_;
+  std::string input_advice_;
   std::int64_t warmup_steps_ = 0;
   double epoch_start_ = 0.0;
 };
@@ -550,6 +624,12 @@ struct FitOptions {
   std::optional<int> verbose;
   // Steps excluded from History::samples_per_sec; see History for the default.
   std::optional<std::int64_t> warmup_steps;
+  // Resuming (Keras' initial_epoch): the epoch to start at, and how many of its batches were
+  // trained already; those are drawn from the dataset and skipped, so the run continues on the
+  // batch it stopped before. With initial_step > 0 the epoch's loss and metrics carry on from
+  // their current state (which io::restore_checkpoint sets) instead of starting from zero.
+  int initial_epoch = 0;
+  std::int64_t initial_step = 0;
 };
 
 // The default warm-up for a run of `total_steps` steps: min(10, total_steps / 20).

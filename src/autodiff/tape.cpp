@@ -24,13 +24,15 @@ struct GradientTape::Impl {
   bool watch_accessed_variables = true;
   bool recording = true;
   bool used = false;
-  std::unordered_set<std::uint64_t> tracked;  // ids of watched tensors and of values derived from them
+  std::unordered_set<std::uint64_t>
+      tracked;  // ids of watched tensors and of values derived from them
   std::vector<RecordedOp> ops;
 
   bool depends_on_watched(std::span<const Tensor> inputs) const {
     for (const Tensor& input : inputs) {
       if (tracked.contains(input.id())) return true;
-      if (watch_accessed_variables && input.is_variable() && is_floating(input.dtype())) return true;
+      if (watch_accessed_variables && input.is_variable() && is_floating(input.dtype()))
+        return true;
     }
     return false;
   }
@@ -56,18 +58,18 @@ class TapeRecorder final : public OpObserver {
     ThreadTapes& tapes = thread_tapes();
     if (tapes.active.empty() || tapes.suspended > 0) return;
     // Ops whose outputs are all integer or bool (argmax, comparisons) carry no gradient.
-    const bool any_floating_output = std::any_of(outputs.begin(), outputs.end(), [](const Tensor& t) {
-      return is_floating(t.dtype());
-    });
+    const bool any_floating_output = std::any_of(
+        outputs.begin(), outputs.end(), [](const Tensor& t) { return is_floating(t.dtype()); });
     if (!any_floating_output) return;
     for (GradientTape::Impl* tape : tapes.active) {
       if (!tape->recording || !tape->depends_on_watched(inputs)) continue;
       for (const Tensor& input : inputs) {
         if (input.is_variable() && tape->watch_accessed_variables) tape->tracked.insert(input.id());
       }
-      for (const Tensor& output : outputs) tape->tracked.insert(output.id());
-      tape->ops.push_back(RecordedOp{kind, {inputs.begin(), inputs.end()},
-                                     {outputs.begin(), outputs.end()}, attrs});
+      for (const Tensor& output : outputs)
+        tape->tracked.insert(output.id());
+      tape->ops.push_back(RecordedOp{
+          kind, {inputs.begin(), inputs.end()}, {outputs.begin(), outputs.end()}, attrs});
     }
   }
 };
@@ -97,7 +99,9 @@ GradientTape::GradientTape(bool persistent, bool watch_accessed_variables)
   thread_tapes().active.push_back(impl_.get());
 }
 
-GradientTape::~GradientTape() { std::erase(thread_tapes().active, impl_.get()); }
+GradientTape::~GradientTape() {
+  std::erase(thread_tapes().active, impl_.get());
+}
 
 void GradientTape::watch(const Tensor& tensor) {
   if (!tensor.defined()) throw InvalidArgument("GradientTape::watch: tensor is undefined");
@@ -109,10 +113,13 @@ void GradientTape::watch(const Tensor& tensor) {
   impl_->tracked.insert(tensor.id());
 }
 
-std::size_t GradientTape::recorded_ops() const { return impl_->ops.size(); }
+std::size_t GradientTape::recorded_ops() const {
+  return impl_->ops.size();
+}
 
 std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
-                                           const Tensor& output_gradient, bool unconnected_zero) {
+                                           const Tensor& output_gradient, bool unconnected_zero,
+                                           const GradientReady& on_ready) {
   if (impl_->used && !impl_->persistent) {
     throw Error(
         "GradientTape::gradient called twice on a non-persistent tape; construct the tape with "
@@ -137,9 +144,46 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
                                  ? output_gradient
                                  : Tensor::ones(target.shape(), target.dtype(), target.device()));
   std::unordered_set<std::uint64_t> wanted;
-  for (const Tensor& source : sources) wanted.insert(source.id());
+  for (const Tensor& source : sources)
+    wanted.insert(source.id());
 
+  // A source's gradient is final once the walk has passed the first recorded op that reads it;
+  // sources in the order they finish, so the walk can report each one as soon as it is done.
+  std::unordered_map<std::uint64_t, std::size_t> first_use;
+  for (std::size_t index = impl_->ops.size(); index-- > 0;) {
+    for (const Tensor& input : impl_->ops[index].inputs) {
+      if (wanted.contains(input.id())) first_use[input.id()] = index;
+    }
+  }
+  std::vector<std::size_t> finishing_order(sources.size());
+  for (std::size_t i = 0; i < sources.size(); ++i)
+    finishing_order[i] = i;
+  const auto use_of = [&](std::size_t source_index) -> std::ptrdiff_t {
+    const auto it = first_use.find(sources[source_index].id());
+    return it == first_use.end() ? -1 : static_cast<std::ptrdiff_t>(it->second);
+  };
+  std::stable_sort(finishing_order.begin(), finishing_order.end(),
+                   [&](std::size_t a, std::size_t b) { return use_of(a) > use_of(b); });
+  std::vector<Tensor> result(sources.size());
+  std::size_t finished = 0;
+  const auto finish_sources_used_after = [&](std::ptrdiff_t index) {
+    for (; finished < finishing_order.size() && use_of(finishing_order[finished]) > index;
+         ++finished) {
+      const std::size_t source_index = finishing_order[finished];
+      const Tensor& source = sources[source_index];
+      const auto it = grads.find(source.id());
+      if (it != grads.end()) {
+        result[source_index] = it->second;
+      } else if (unconnected_zero) {
+        result[source_index] = Tensor::zeros(source.shape(), source.dtype(), source.device());
+      }
+      if (on_ready) on_ready(source_index, result[source_index]);
+    }
+  };
+
+  std::ptrdiff_t node_index = static_cast<std::ptrdiff_t>(impl_->ops.size());
   for (auto node = impl_->ops.rbegin(); node != impl_->ops.rend(); ++node) {
+    finish_sources_used_after(--node_index);
     std::vector<Tensor> output_grads(node->outputs.size());
     bool any = false;
     for (std::size_t i = 0; i < node->outputs.size(); ++i) {
@@ -172,30 +216,23 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
       if (!grad.defined()) continue;
       const Tensor& input = node->inputs[i];
       if (!impl_->tracked.contains(input.id())) continue;
-      TANDEM_ASSERT(grad.shape() == input.shape(),
-                    std::string("gradient rule of ") + def.name + " gave shape " +
-                        shape_str(grad.shape()) + " for input " + shape_str(input.shape()));
+      TANDEM_ASSERT(grad.shape() == input.shape(), std::string("gradient rule of ") + def.name +
+                                                       " gave shape " + shape_str(grad.shape()) +
+                                                       " for input " + shape_str(input.shape()));
       accumulate(grads, input, grad);
     }
   }
 
-  std::vector<Tensor> result;
-  result.reserve(sources.size());
-  for (const Tensor& source : sources) {
-    auto it = grads.find(source.id());
-    if (it != grads.end()) {
-      result.push_back(it->second);
-    } else if (unconnected_zero) {
-      result.push_back(Tensor::zeros(source.shape(), source.dtype(), source.device()));
-    } else {
-      result.emplace_back();
-    }
-  }
+  finish_sources_used_after(-2);
   if (!impl_->persistent) impl_->ops.clear();
   return result;
 }
 
-NoGradGuard::NoGradGuard() { ++thread_tapes().suspended; }
-NoGradGuard::~NoGradGuard() { --thread_tapes().suspended; }
+NoGradGuard::NoGradGuard() {
+  ++thread_tapes().suspended;
+}
+NoGradGuard::~NoGradGuard() {
+  --thread_tapes().suspended;
+}
 
 }  // namespace tandem

@@ -90,8 +90,20 @@ ParsedArgs parse_args(const CommandSpec& command, std::span<const std::string> a
       parsed.values_["--help"] = "";
       continue;
     }
-    if (!arg.starts_with("--")) {
+    if (arg == "--" && command.takes_command) {
+      parsed.command_.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    }
+    // A command may declare single-dash options too (`tandem launch -n 2`).
+    const bool option_like =
+        arg.starts_with("--") || find_option(command, arg.substr(0, arg.find('='))) != nullptr;
+    if (!option_like && !command.operands.empty()) {
+      parsed.operands_.push_back(arg);
+      continue;
+    }
+    if (!option_like) {
       throw UsageError("'tandem " + command.name + "' takes no argument '" + arg + "'" +
+                       (command.takes_command ? "; put the command to run after --" : "") +
                        help_pointer(command));
     }
     const std::size_t equals = arg.find('=');
@@ -114,6 +126,10 @@ ParsedArgs parse_args(const CommandSpec& command, std::span<const std::string> a
       throw UsageError(name + " needs a value (" + name + " " + option->value_name + ")" +
                        help_pointer(command));
     }
+  }
+  if (!command.operands.empty() && parsed.operands_.empty() && !parsed.has("--help")) {
+    throw UsageError("'tandem " + command.name + "' needs " + command.operands +
+                     help_pointer(command));
   }
   return parsed;
 }

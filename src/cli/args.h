@@ -29,6 +29,11 @@ struct CommandSpec {
   std::string usage;    // "tandem train [options]"
   std::string details;  // paragraphs after the usage line; may be empty
   std::vector<OptionSpec> options;
+  // Whether the command runs another one given after "--" (`tandem monitor -- CMD ARGS`).
+  bool takes_command = false;
+  // The plain arguments the command takes, e.g. "INPUT..." (`tandem predict --model DIR
+  // INPUT...`): one or more; empty when it takes none.
+  std::string operands = {};
 };
 
 // The full `--help` text of a command, its options aligned in a column.
@@ -39,10 +44,16 @@ class ParsedArgs {
   bool has(const std::string& name) const { return values_.count(name) != 0; }
   // The value given for `name`, if any (the last one when repeated).
   std::optional<std::string> value(const std::string& name) const;
+  // What follows "--" for a command that takes one; empty otherwise.
+  const std::vector<std::string>& command() const { return command_; }
+  // The plain arguments of a command with operands, in order.
+  const std::vector<std::string>& operands() const { return operands_; }
 
  private:
   friend ParsedArgs parse_args(const CommandSpec&, std::span<const std::string>);
   std::map<std::string, std::string> values_;  // flags map to ""
+  std::vector<std::string> command_;
+  std::vector<std::string> operands_;
 };
 
 // Throws UsageError for an unknown option, a missing value, a value given to a flag or a

@@ -19,7 +19,25 @@ int run_devices(const ParsedArgs& args);
 const CommandSpec& train_spec();
 int run_train(const ParsedArgs& args);
 
-// Why Tandem runs where it does: the one line `devices` and `train` both print.
-std::string gpu_backend_status();
+const CommandSpec& monitor_spec();
+int run_monitor(const ParsedArgs& args);
+
+// `tandem data inspect PATH` and `tandem data convert SOURCE DEST` (src/cli/data.cpp).
+const CommandSpec& data_spec();
+int run_data(const ParsedArgs& args);
+
+// `tandem predict --model DIR INPUT...` and `tandem export --model DIR --format onnx`.
+const CommandSpec& predict_spec();
+int run_predict(const ParsedArgs& args);
+const CommandSpec& export_spec();
+int run_export(const ParsedArgs& args);
+
+// `tandem doctor`: the checklist for a fresh machine (src/cli/doctor.cpp).
+const CommandSpec& doctor_spec();
+int run_doctor(const ParsedArgs& args);
+
+// `tandem launch -n N -- COMMAND`: N workers under mpirun (src/cli/launch.cpp).
+const CommandSpec& launch_spec();
+int run_launch(const ParsedArgs& args);
 
 }  // namespace tandem::cli

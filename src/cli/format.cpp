@@ -1,5 +1,6 @@
 #include "cli/format.h"
 
+#include <charconv>
 #include <cstdio>
 
 namespace tandem::cli {
@@ -16,6 +17,12 @@ std::string fixed(double value, int decimals) {
   char text[64];
   std::snprintf(text, sizeof text, "%.*f", decimals, value);
   return text;
+}
+
+std::string shortest(double value) {
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof text, value);
+  return std::string(text, result.ptr);
 }
 
 }  // namespace tandem::cli

@@ -11,5 +11,7 @@ std::string format_bytes(std::int64_t bytes);
 std::string plural(std::int64_t count, const std::string& noun);
 // `value` with `decimals` digits after the point: fixed(0.91234, 4) is "0.9123".
 std::string fixed(double value, int decimals);
+// The shortest text that reads back as `value`: shortest(1e-3) is "0.001".
+std::string shortest(double value);
 
 }  // namespace tandem::cli

@@ -85,6 +85,17 @@ JsonObject& JsonObject::add_string_array(std::string_view key,
   return *this;
 }
 
+JsonObject& JsonObject::add_object_array(std::string_view key,
+                                         const std::vector<JsonObject>& values) {
+  std::string rendered = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) rendered += ", ";
+    rendered += values[i].str();
+  }
+  members_.emplace_back(key, rendered + "]");
+  return *this;
+}
+
 std::string JsonObject::str() const {
   if (members_.empty()) return "{}";
   std::string text = "{";

@@ -21,6 +21,7 @@ class JsonObject {
   JsonObject& add_bool(std::string_view key, bool value);
   JsonObject& add_object(std::string_view key, const JsonObject& value);
   JsonObject& add_string_array(std::string_view key, const std::vector<std::string>& values);
+  JsonObject& add_object_array(std::string_view key, const std::vector<JsonObject>& values);
 
   std::string str() const;
 

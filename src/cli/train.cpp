@@ -2,19 +2,25 @@
 // the steady-state training throughput, and optionally writes them to a JSON report.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
 #include <numeric>
-#include <tuple>
+#include <optional>
 
+#include "cli/checkpointing.h"
 #include "cli/commands.h"
-#include "cli/cpu_info.h"
 #include "cli/format.h"
 #include "cli/json.h"
+#include "cli/observe_options.h"
+#include "cli/precision_options.h"
+#include "cli/strategy_options.h"
 #include "tandem/data.h"
+#include "tandem/mixed_precision.h"
 #include "tandem/nn.h"
+#include "tandem/pipeline.h"
 #include "tandem/random.h"
 #include "tandem/runtime.h"
 #include "tandem/train.h"
@@ -34,6 +40,7 @@ constexpr const char* kDefaultSchedule = "cosine";
 constexpr std::uint64_t kDefaultSeed = 42;
 // Evaluation only runs forward passes; larger batches are faster and change no result.
 constexpr std::int64_t kEvaluationBatchSize = 256;
+constexpr std::int64_t kFashionMnistClasses = 10;
 
 struct TrainOptions {
   std::string model = kDefaultModel;
@@ -47,7 +54,19 @@ struct TrainOptions {
   double validation_split = 0.0;
   std::string report_path;
   int verbosity = 1;  // 0 quiet, 1 progress bar, 2 also the model summary and data details
+  ObserveOptions observe;
+  CheckpointingOptions checkpointing;
+  StrategyOptions strategy;
+  PrecisionOptions precision;
 };
+
+// The classes of Fashion-MNIST's labels 0-9, saved with the model for `tandem predict`.
+const std::vector<std::string>& fashion_mnist_class_names() {
+  static const std::vector<std::string> names{"T-shirt/top", "Trouser",   "Pullover", "Dress",
+                                              "Coat",        "Sandal",    "Shirt",    "Sneaker",
+                                              "Bag",         "Ankle boot"};
+  return names;
+}
 
 std::string join(const std::vector<std::string>& items, const std::string& separator) {
   std::string text;
@@ -79,7 +98,8 @@ TrainOptions parse_train_options(const ParsedArgs& args) {
   if (auto text = args.value("--lr")) options.learning_rate = parse_positive_number("--lr", *text);
   if (auto text = args.value("--lr-schedule")) {
     if (*text != "constant" && *text != "cosine") {
-      throw UsageError("unknown schedule '" + *text + "' for --lr-schedule; choose constant or cosine");
+      throw UsageError("unknown schedule '" + *text +
+                       "' for --lr-schedule; choose constant or cosine");
     }
     options.schedule = *text;
   }
@@ -111,7 +131,30 @@ TrainOptions parse_train_options(const ParsedArgs& args) {
   }
   if (args.has("--quiet")) options.verbosity = 0;
   if (args.has("--verbose")) options.verbosity = 2;
+  options.observe = parse_observe_options(args);
+  options.checkpointing = parse_checkpointing_options(args);
+  options.strategy = parse_strategy_options(args);
+  options.precision = parse_precision_options(args);
   return options;
+}
+
+// What a checkpoint records of the run, keyed by option, in canonical text.
+io::RunConfig run_config(const TrainOptions& options) {
+  return {{"--model", options.model},
+          {"--epochs", std::to_string(options.epochs)},
+          {"--batch-size", std::to_string(options.batch_size)},
+          {"--lr", shortest(options.learning_rate)},
+          {"--lr-schedule", options.schedule},
+          {"--seed", std::to_string(options.seed)},
+          {"--validation-split", shortest(options.validation_split)},
+          {"--deterministic", options.checkpointing.deterministic ? "true" : "false"},
+          {"--precision", options.precision.precision},
+          {"--data-dir", options.data_dir},
+          {"--checkpoint-every", options.checkpointing.every_steps > 0
+                                     ? std::to_string(options.checkpointing.every_steps)
+                                     : ""},
+          {"--keep-checkpoints", std::to_string(options.checkpointing.keep)},
+          {"--keep-best", options.checkpointing.keep_best}};
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -122,6 +165,69 @@ double mean_epoch_seconds(const train::History& history) {
   const std::vector<double>& seconds = history.epoch_seconds();
   if (seconds.empty()) return 0.0;
   return std::accumulate(seconds.begin(), seconds.end(), 0.0) / static_cast<double>(seconds.size());
+}
+
+// The main job's input pipelines, read from the IDX files. Training: the examples shuffled
+// every epoch through a buffer as large as the split (a full shuffle) and batched ahead on a
+// prefetch thread (depth autotuned) while the model trains; each batch is scaled to [0, 1]
+// floats as the model takes it, so the buffer holds compact u8 pixels (a quarter of the
+// memory; the scaling costs microseconds a batch). Validation (the last fraction of the
+// training file, as Keras' validation_split) and test: the same, in order.
+struct FashionMnistInput {
+  data::Pipeline training;
+  std::optional<data::Pipeline> validation;
+  data::Pipeline test;
+  Shape image_shape;  // of one example: (28, 28, 1)
+};
+
+data::Pipeline scaled_batches(const data::Pipeline& examples, std::int64_t batch_size) {
+  return examples.batch(batch_size)
+      .prefetch(data::kAutotune)
+      .map(data::cast(DType::f32, 1.0 / 255.0), {.name = "scale"});
+}
+
+FashionMnistInput fashion_mnist_input(const TrainOptions& options) {
+  const data::IdxFiles train_files = data::fashion_mnist_files(options.data_dir, "train");
+  const data::IdxFiles test_files = data::fashion_mnist_files(options.data_dir, "t10k");
+  const data::IdxOptions idx{.num_classes = kFashionMnistClasses};
+  const data::Pipeline all = data::Pipeline::idx(train_files.images, train_files.labels, idx);
+  const std::int64_t total = all.cardinality();
+  const auto kept = static_cast<std::int64_t>(
+      std::floor(static_cast<double>(total) * (1.0 - options.validation_split)));
+  if (options.validation_split > 0.0 && kept == total) {
+    throw InvalidArgument("--validation-split " + std::to_string(options.validation_split) +
+                          " holds out no example of " + std::to_string(total) +
+                          "; pass a larger fraction or 0");
+  }
+  const data::Pipeline examples = all.take(kept);
+  FashionMnistInput input{
+      scaled_batches(examples.shuffle(kept, options.seed), options.batch_size), std::nullopt,
+      scaled_batches(data::Pipeline::idx(test_files.images, test_files.labels, idx),
+                     kEvaluationBatchSize),
+      all.take(1).collect().front().at("image").shape()};
+  if (kept < total) input.validation = scaled_batches(all.skip(kept), kEvaluationBatchSize);
+  return input;
+}
+
+// The run's settings for TensorBoard's HParams and Text tabs, and a batch of its images.
+RunDescription describe_run(const TrainOptions& options, const data::Dataset& training,
+                            const std::string& device) {
+  RunDescription run;
+  run.hparams = {{"model", options.model},
+                 {"epochs", static_cast<double>(options.epochs)},
+                 {"batch_size", static_cast<double>(options.batch_size)},
+                 {"learning_rate", options.learning_rate},
+                 {"lr_schedule", options.schedule},
+                 {"seed", static_cast<double>(options.seed)},
+                 {"threads", static_cast<double>(num_threads())},
+                 {"validation_split", options.validation_split},
+                 {"device", device}};
+  run.device = Device::parse(device);
+  run.config_text = "tandem " + std::string(version()) + " train on Fashion-MNIST from " +
+                    options.data_dir + ", " + std::to_string(training.num_examples()) +
+                    " training examples";
+  if (!options.observe.logdir.empty()) run.sample_batch = training.iterate(0)->next();
+  return run;
 }
 
 void write_report(const std::string& path, const JsonObject& report) {
@@ -135,113 +241,195 @@ void write_report(const std::string& path, const JsonObject& report) {
   }
 }
 
+// --find-max-batch: the largest per-replica batch the strategy's devices train, from
+// --batch-size up. Each trial trains a fresh model (with its optimizer's slots) for two steps of
+// the run's own input pipeline at that batch size, so the data held in memory (the shuffle
+// buffer, the batches made ahead) counts as it will in training.
+std::int64_t search_max_batch(const TrainOptions& options, const distribute::Strategy& strategy,
+                              const Shape& image_shape, std::int64_t training_examples,
+                              std::ostream* log) {
+  if (strategy.num_workers() > 1) {
+    throw UsageError(
+        "--find-max-batch searches within one process; run it without "
+        "--strategy multi-worker, then pass the batch size it finds");
+  }
+  const std::int64_t replicas = strategy.num_replicas_in_sync();
+  if (log != nullptr) {
+    *log << "searching the largest batch size that fits (" << options.model << ", "
+         << options.precision.precision << "):\n";
+  }
+  const distribute::StrategyScope scope = strategy.scope();
+  auto fits = [&](std::int64_t batch) {
+    TrainOptions trial = options;
+    trial.batch_size = strategy.global_batch_size(batch);
+    try {
+      const data::Pipeline two_steps = fashion_mnist_input(trial).training.take(2);
+      nn::Model model = nn::zoo::build(options.model, image_shape, kFashionMnistClasses);
+      model.compile({.optimizer = train::Adam(options.learning_rate),
+                     .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true)});
+      train::FitOptions quiet;
+      quiet.verbose = 0;
+      model.fit(two_steps, 1, quiet);
+      return true;
+    } catch (const OutOfMemory&) {
+      return false;
+    }
+  };
+  const std::int64_t found = find_max_batch(
+      options.batch_size, std::max<std::int64_t>(1, training_examples / replicas), fits, log);
+  if (log != nullptr) {
+    *log << "largest batch size that fits: " << found << (replicas > 1 ? " per replica" : "")
+         << "; training with it\n";
+  }
+  return found;
+}
+
 }  // namespace
 
 const CommandSpec& train_spec() {
-  static const CommandSpec spec{
-      "train",
-      "Train a zoo model on Fashion-MNIST; report test accuracy and throughput",
-      "tandem train [options]",
-      "Trains with Adam on the best device available (this build: the CPU, through oneDNN) and\n"
-      "says which and why, shows a Keras-style progress bar per epoch, then prints the test\n"
-      "accuracy, the test loss and the steady-state training throughput in samples/s (warm-up\n"
-      "steps excluded).",
-      {
-          {"--model", "NAME", "zoo model: " + join(nn::zoo::names(), ", ") + " (default cnn)"},
-          {"--epochs", "N",
-           "passes over the training set (default " + std::to_string(kDefaultEpochs) + ")"},
-          {"--batch-size", "N",
-           "examples per training step (default " + std::to_string(kDefaultBatchSize) + ")"},
-          {"--lr", "RATE", "Adam learning rate (default 0.001)"},
-          {"--lr-schedule", "NAME",
-           "constant, or cosine: decay the rate to 0 along a cosine over the run (default cosine)"},
-          {"--threads", "N", "CPU threads for the kernels (default: every core)"},
-          {"--seed", "N",
-           "seeds the initial weights and the shuffle order (default " +
-               std::to_string(kDefaultSeed) + ")"},
-          {"--data-dir", "DIR",
-           std::string("directory with the four Fashion-MNIST IDX files, gzipped or not "
-                       "(default ") +
-               data::kFashionMnistDefaultDir + ", from the Debian package dataset-fashion-mnist)"},
-          {"--validation-split", "F",
-           "hold out the last fraction F of the training set and report val_ metrics each epoch "
-           "(default 0)"},
-          {"--report", "FILE",
-           "also write the results (settings, test accuracy and loss, samples/s, times) as "
-           "JSON"},
-          {"--quiet", "", "no progress bar, only the results"},
-          {"--verbose", "", "also print the model summary and the data details"},
-      },
-  };
+  static const CommandSpec spec = with_precision_options(
+      with_strategy_options(with_checkpointing_options(with_observe_options(CommandSpec{
+          "train",
+          "Train a zoo model on Fashion-MNIST; report test accuracy and throughput",
+          "tandem train [options]",
+          "Trains with Adam on the best device available (this build: the CPU, through oneDNN) "
+          "and\n"
+          "says which and why, shows a Keras-style progress bar per epoch, then prints the test\n"
+          "accuracy, the test loss and the steady-state training throughput in samples/s (warm-up\n"
+          "steps excluded).",
+          {
+              {"--model", "NAME", "zoo model: " + join(nn::zoo::names(), ", ") + " (default cnn)"},
+              {"--epochs", "N",
+               "passes over the training set (default " + std::to_string(kDefaultEpochs) + ")"},
+              {"--batch-size", "N",
+               "examples per training step (default " + std::to_string(kDefaultBatchSize) + ")"},
+              {"--lr", "RATE", "Adam learning rate (default 0.001)"},
+              {"--lr-schedule", "NAME",
+               "constant, or cosine: decay the rate to 0 along a cosine over the run (default "
+               "cosine)"},
+              {"--threads", "N", "CPU threads for the kernels (default: every core)"},
+              {"--seed", "N",
+               "seeds the initial weights and the shuffle order (default " +
+                   std::to_string(kDefaultSeed) + ")"},
+              {"--data-dir", "DIR",
+               std::string("directory with the four Fashion-MNIST IDX files, gzipped or not "
+                           "(default ") +
+                   data::kFashionMnistDefaultDir +
+                   ", from the Debian package dataset-fashion-mnist)"},
+              {"--validation-split", "F",
+               "hold out the last fraction F of the training set and report val_ metrics each "
+               "epoch "
+               "(default 0)"},
+              {"--report", "FILE",
+               "also write the results (settings, test accuracy and loss, samples/s, times) as "
+               "JSON"},
+              {"--quiet", "", "no progress bar, only the results"},
+              {"--verbose", "", "also print the model summary and the data details"},
+          },
+      }))));
   return spec;
 }
 
 int run_train(const ParsedArgs& args) {
   const auto start = std::chrono::steady_clock::now();
-  const TrainOptions options = parse_train_options(args);
-  const bool chatty = options.verbosity > 0;
+  // A resumed run takes its settings from the checkpoint.
+  std::optional<io::CheckpointInfo> resume;
+  if (const auto directory = args.value("--resume")) resume = io::read_checkpoint_info(*directory);
+  TrainOptions options = parse_train_options(
+      resume ? resumed_arguments(
+                   train_spec(), args, *resume,
+                   [](const ParsedArgs& given) { return run_config(parse_train_options(given)); })
+             : args);
+  // Under a strategy the pipeline yields global batches (per-replica batch x replicas), the
+  // learning rate follows --lr-scaling, and only the chief worker reports.
+  const std::shared_ptr<distribute::Strategy> strategy = make_strategy(options.strategy);
+  TrainOptions global = options;
+  global.batch_size = strategy->global_batch_size(options.batch_size);
+  global.learning_rate =
+      strategy->scaled_learning_rate(options.learning_rate, options.strategy.lr_scaling);
+  const bool chatty = options.verbosity > 0 && strategy->is_chief();
 
   set_num_threads(options.threads);
   manual_seed(options.seed);
-  const CpuInfo cpu = probe_cpu();
-  const std::string device = "cpu";
-  if (chatty) {
-    std::cout << "device: " << device << " (" << cpu.model << ", " << num_threads() << " threads, "
-              << cpu_backend_description() << "), the best available: " << gpu_backend_status()
-              << "\n";
-  }
+  set_deterministic(options.checkpointing.deterministic);
+  const std::string device = strategy_device(*strategy);
+  if (chatty) describe_strategy(*strategy, options.strategy, options.batch_size, std::cout);
 
-  const data::ImageClassificationData fashion = data::load_fashion_mnist(options.data_dir);
-  const Shape image_shape(fashion.train_images.shape().begin() + 1,
-                          fashion.train_images.shape().end());  // (28, 28, 1)
-  auto training = std::make_shared<data::TensorDataset>(fashion.train_images, fashion.train_labels);
-  training->shuffle(options.seed).batch(options.batch_size);
-  std::shared_ptr<data::TensorDataset> validation;
-  if (options.validation_split > 0.0) {
-    std::tie(training, validation) = training->split(options.validation_split);
-    if (validation->num_examples() == 0) {
-      throw InvalidArgument("--validation-split " + std::to_string(options.validation_split) +
-                            " holds out no example of " +
-                            std::to_string(fashion.train_images.dim(0)) +
-                            "; pass a larger fraction or 0");
+  // The dtype policy and the memory cap hold before any model is made.
+  mixed_precision::set_global_policy(policy_name(options.precision.precision));
+  if (options.precision.memory_limit > 0) {
+    for (const Device& training_device : strategy->devices()) {
+      set_memory_limit(training_device, options.precision.memory_limit);
     }
   }
-  data::TensorDataset test(fashion.test_images, fashion.test_labels);
-  test.batch(kEvaluationBatchSize);
   if (chatty) {
-    std::cout << "data: Fashion-MNIST from " << options.data_dir << ": " << training->num_examples()
-              << " training"
-              << (validation ? ", " + std::to_string(validation->num_examples()) + " validation"
-                             : "")
-              << ", " << test.num_examples() << " test images " << shape_str(image_shape) << "\n";
+    std::cout << "precision: " << options.precision.precision << " ("
+              << policy_name(options.precision.precision) << " dtype policy"
+              << (options.precision.precision == "fp16" ? ", dynamic loss scaling" : "") << ")"
+              << (options.precision.memory_limit > 0
+                      ? ", memory limit " + format_memory_size(options.precision.memory_limit) +
+                            " per device"
+                      : "")
+              << "\n";
   }
+  FashionMnistInput input = fashion_mnist_input(global);
+  const data::Pipeline& training = input.training;
+  const data::Pipeline& test = input.test;
+  const Shape& example_shape = input.image_shape;  // (28, 28, 1)
+  if (options.precision.find_max_batch) {
+    options.batch_size = search_max_batch(options, *strategy, example_shape,
+                                          training.num_examples(), chatty ? &std::cout : nullptr);
+    global.batch_size = strategy->global_batch_size(options.batch_size);
+    manual_seed(options.seed);  // the trials drew initial weights
+    input = fashion_mnist_input(global);
+  }
+  if (chatty) {
+    std::cout << "data: Fashion-MNIST from " << options.data_dir << ": " << training.num_examples()
+              << " training"
+              << (input.validation
+                      ? ", " + std::to_string(input.validation->num_examples()) + " validation"
+                      : "")
+              << ", " << test.num_examples() << " test images " << shape_str(example_shape) << "\n";
+  }
+  if (options.verbosity == 2) std::cout << "input pipeline: " << training.describe() << "\n";
 
-  nn::Model model = nn::zoo::build(options.model, image_shape, fashion.num_classes);
-  const std::int64_t total_steps = training->num_batches() * options.epochs;
+  const distribute::StrategyScope scope = strategy->scope();
+  nn::Model model = nn::zoo::build(options.model, example_shape, kFashionMnistClasses);
+  const std::int64_t total_steps = training.num_batches() * options.epochs;
   const train::LearningRate learning_rate =
       options.schedule == "cosine"
-          ? train::LearningRate(train::CosineDecay(options.learning_rate, total_steps))
-          : train::LearningRate(options.learning_rate);
+          ? train::LearningRate(train::CosineDecay(global.learning_rate, total_steps))
+          : train::LearningRate(global.learning_rate);
   model.compile({.optimizer = train::Adam(learning_rate),
                  .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true),
                  .metrics = {"accuracy"}});
   if (options.verbosity == 2) model.summary(std::cout);
   if (chatty) {
     std::cout << "training " << options.model << " for " << plural(options.epochs, "epoch")
-              << ", batch size " << options.batch_size << ", Adam lr " << options.learning_rate
-              << (options.schedule == "cosine" ? " with cosine decay" : "")
-              << ", seed " << options.seed << "\n";
+              << ", batch size " << options.batch_size << ", Adam lr " << global.learning_rate
+              << (options.schedule == "cosine" ? " with cosine decay" : "") << ", seed "
+              << options.seed << (options.checkpointing.deterministic ? ", deterministic" : "")
+              << "\n";
   }
 
   train::FitOptions fit_options;
-  fit_options.validation_data = validation.get();
+  fit_options.validation_data = input.validation ? &*input.validation : nullptr;
   fit_options.verbose = chatty ? 1 : 0;
+  Observers observers(options.observe, describe_run(options, training, device));
+  fit_options.callbacks = observers.callbacks();
+  Checkpointing checkpointing(options.checkpointing, run_config(options), resume);
+  checkpointing.prepare(model, training, fit_options, chatty ? &std::cout : nullptr);
+  for (const auto& callback : checkpointing.callbacks())
+    fit_options.callbacks.push_back(callback);
+  // The other workers hold the same weights: the chief alone logs, saves and evaluates.
+  if (!strategy->is_chief()) fit_options.callbacks.clear();
   const auto train_start = std::chrono::steady_clock::now();
-  const train::History history =
-      model.fit(*training, static_cast<int>(options.epochs), fit_options);
+  const train::History history = model.fit(training, static_cast<int>(options.epochs), fit_options);
   const double train_seconds = seconds_since(train_start);
+  if (!strategy->is_chief()) return 0;
 
   const train::Logs results = model.evaluate(test);
+  observers.log_test_results(results);
   const double test_accuracy = results.at("accuracy");
   const double test_loss = results.at("loss");
   const double samples_per_sec = history.samples_per_sec();
@@ -256,8 +444,13 @@ int run_train(const ParsedArgs& args) {
                     : "not measured: no training step followed the " +
                           plural(history.warmup_steps(), "warm-up step") + "; train longer")
             << "\n"
+            << "input: " << fixed(100.0 * history.input_wait_share(), 1)
+            << "% of the step time waiting for batches\n"
             << "time: " << fixed(train_seconds, 1) << " s training, " << fixed(wall_seconds, 1)
             << " s in all\n";
+  print_communication(*strategy, history, std::cout);
+  observers.finish(std::cout);
+  checkpointing.finish(model, fashion_mnist_class_names(), std::cout);
 
   if (!options.report_path.empty()) {
     JsonObject report;
@@ -265,19 +458,26 @@ int run_train(const ParsedArgs& args) {
         .add_string("device", device)
         .add_integer("epochs", options.epochs)
         .add_integer("batch_size", options.batch_size)
+        .add_string("precision", options.precision.precision)
+        .add_string("strategy", strategy->description())
+        .add_integer("replicas", strategy->num_replicas_in_sync())
+        .add_integer("global_batch_size", global.batch_size)
         .add_number("learning_rate", options.learning_rate)
         .add_string("lr_schedule", options.schedule)
         .add_integer("threads", num_threads())
         .add_unsigned("seed", options.seed)
         .add_number("validation_split", options.validation_split)
+        .add_bool("deterministic", options.checkpointing.deterministic)
         .add_number("test_accuracy", test_accuracy)
         .add_number("test_loss", test_loss)
         .add_number("samples_per_sec", samples_per_sec)
         .add_integer("warmup_steps", history.warmup_steps())
+        .add_number("input_wait_share", history.input_wait_share())
         .add_number("epoch_seconds", mean_epoch_seconds(history))
         .add_number("wall_seconds", wall_seconds)
         .add_number("train_seconds", train_seconds)
         .add_string("tandem_version", version());
+    add_communication(*strategy, history, report);
     write_report(options.report_path, report);
     if (chatty) std::cout << "report: " << options.report_path << "\n";
   }

@@ -1,17 +1,81 @@
 #include "core/allocator.h"
 
 #include <malloc.h>
+#include <unistd.h>
 
 #include <array>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <string>
 
 #include "tandem/error.h"
 
 namespace tandem {
+
+std::string format_memory_size(std::size_t bytes) {
+  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
+  double value = static_cast<double>(bytes) / 1024.0;
+  int unit = 0;
+  while (value >= 1024.0 && unit < 3) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f %s", value, kUnits[unit]);
+  return text;
+}
+
+// ---- MemoryLedger ----
+
+void MemoryLedger::reserve(std::size_t nbytes) {
+  std::size_t held = held_.load();
+  for (;;) {
+    const std::size_t limit = limit_.load();
+    if (limit != 0 && held + nbytes > limit) {
+      throw OutOfMemory("out of memory on " + device_.str() + ": asked for " +
+                            format_memory_size(nbytes) + " while Tandem holds " +
+                            format_memory_size(held) + " of the " + format_memory_size(limit) +
+                            " it may use there (set_memory_limit)",
+                        device_.str(), nbytes, held, limit);
+    }
+    if (held_.compare_exchange_weak(held, held + nbytes)) break;
+  }
+  const std::size_t now = held + nbytes;
+  std::size_t peak = peak_.load();
+  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
+}
+
+void MemoryLedger::release(std::size_t nbytes) {
+  held_.fetch_sub(nbytes);
+}
+
+void MemoryLedger::refuse(std::size_t nbytes, const std::string& detail) const {
+  const std::size_t held = held_.load();
+  throw OutOfMemory("out of memory on " + device_.str() + ": asked for " +
+                        format_memory_size(nbytes) + " while Tandem holds " +
+                        format_memory_size(held) + " (" + detail + ")",
+                    device_.str(), nbytes, held, capacity_.load());
+}
+
+MemoryInfo MemoryLedger::info() const {
+  return {held_.load(), peak_.load(), limit_.load(), capacity_.load()};
+}
+
 namespace {
+
+std::size_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_size > 0
+             ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page_size)
+             : 0;
+}
 
 class CpuMemory final : public DeviceMemory {
  public:
@@ -23,18 +87,25 @@ class CpuMemory final : public DeviceMemory {
     // makes the memory of one step serve the next.
     mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
     mallopt(M_TRIM_THRESHOLD, 1024 * 1024 * 1024);
+    ledger_.set_capacity(physical_memory_bytes());
   }
   void* allocate(std::size_t nbytes) override {
     // aligned_alloc needs a size that is a multiple of the alignment.
     const std::size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    void* data = std::aligned_alloc(kCpuAlignment, rounded == 0 ? kCpuAlignment : rounded);
+    const std::size_t size = rounded == 0 ? kCpuAlignment : rounded;
+    ledger_.reserve(size);
+    void* data = std::aligned_alloc(kCpuAlignment, size);
     if (data == nullptr) {
-      throw Error("out of host memory: could not allocate " + std::to_string(nbytes) +
-                  " bytes; try a smaller batch size");
+      ledger_.release(size);
+      ledger_.refuse(nbytes, "the system refused the allocation");
     }
     return data;
   }
-  void deallocate(void* data, std::size_t) override { std::free(data); }
+  void deallocate(void* data, std::size_t nbytes) override {
+    std::free(data);
+    const std::size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+    ledger_.release(rounded == 0 ? kCpuAlignment : rounded);
+  }
   void copy_from_host(void* dst, const void* src, std::size_t nbytes) override {
     if (nbytes) std::memcpy(dst, src, nbytes);
   }
@@ -44,27 +115,57 @@ class CpuMemory final : public DeviceMemory {
   void copy_within(void* dst, const void* src, std::size_t nbytes) override {
     if (nbytes) std::memcpy(dst, src, nbytes);
   }
+  MemoryLedger& ledger(int) override { return ledger_; }
+
+ private:
+  MemoryLedger ledger_{Device::cpu()};
 };
 
-std::array<DeviceMemory*, 2>& registry() {
+std::array<std::atomic<DeviceMemory*>, 2>& registry() {
   static CpuMemory cpu_memory;
-  static std::array<DeviceMemory*, 2> memories{&cpu_memory, nullptr};
+  static std::array<std::atomic<DeviceMemory*>, 2> memories{&cpu_memory, nullptr};
   return memories;
 }
 
 }  // namespace
 
 DeviceMemory& device_memory(DeviceType type) {
-  DeviceMemory* memory = registry()[static_cast<std::size_t>(type)];
-  if (memory == nullptr) {
-    throw Error("device type " + Device{type, 0}.str() +
-                " is not available in this build or on this machine; run `tandem devices`");
+  const auto slot = static_cast<std::size_t>(type);
+  if (registry()[slot] == nullptr) {
+    // Brought up once; a concurrent first use waits for it. A type that stays unavailable
+    // keeps its reason for every later call.
+    static std::mutex bring_up_mutex;
+    static std::array<std::string, 2> reasons;
+    static std::array<bool, 2> tried{};
+    std::lock_guard lock(bring_up_mutex);
+    if (!tried[slot]) {
+      tried[slot] = true;
+      reasons[slot] = bring_up_backend(type);
+    }
+    if (registry()[slot] == nullptr) {
+      throw Error(std::string(type == DeviceType::cuda ? "CUDA devices are" : "this device is") +
+                  " not available: " +
+                  (reasons[slot].empty() ? "no backend registered it" : reasons[slot]) +
+                  "; run `tandem devices` to see what this machine has, or use the CPU");
+    }
   }
-  return *memory;
+  return *registry()[slot];
 }
 
 void register_device_memory(DeviceType type, DeviceMemory* memory) {
   registry()[static_cast<std::size_t>(type)] = memory;
+}
+
+MemoryInfo memory_info(Device device) {
+  return device_memory(device.type).ledger(device.index).info();
+}
+
+void set_memory_limit(Device device, std::size_t bytes) {
+  device_memory(device.type).ledger(device.index).set_limit(bytes);
+}
+
+void reset_peak_memory(Device device) {
+  device_memory(device.type).ledger(device.index).reset_peak();
 }
 
 }  // namespace tandem

@@ -28,7 +28,8 @@ std::uint64_t next_tensor_id() {
 
 std::int64_t shape_numel(const Shape& shape) {
   std::int64_t count = 1;
-  for (std::int64_t extent : shape) count *= extent;
+  for (std::int64_t extent : shape)
+    count *= extent;
   return count;
 }
 
@@ -67,8 +68,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
     }
   }
   const std::size_t nbytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
-  DeviceMemory& memory = device_memory(device.type);
-  auto storage = std::make_shared<Storage>(memory.allocate(nbytes), nbytes, device, &memory);
+  Allocator& allocator = device_memory(device.type).allocator_for(device.index);
+  auto storage = std::make_shared<Storage>(allocator.allocate(nbytes), nbytes, device, &allocator);
   return from_storage(std::move(storage), 0, shape, dtype);
 }
 
@@ -79,7 +80,8 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device
     const T element = convert_element<T>(value);
     T* out = static_cast<T*>(host.raw_data());
     const std::int64_t count = host.numel();
-    for (std::int64_t i = 0; i < count; ++i) out[i] = element;
+    for (std::int64_t i = 0; i < count; ++i)
+      out[i] = element;
   });
   return host.to(device);
 }
@@ -107,13 +109,15 @@ std::int64_t Tensor::dim(int axis) const {
   const int r = rank();
   const int resolved = axis < 0 ? axis + r : axis;
   if (resolved < 0 || resolved >= r) {
-    throw InvalidArgument("axis " + std::to_string(axis) + " is out of range for a tensor of shape " +
-                          shape_str(shape()));
+    throw InvalidArgument("axis " + std::to_string(axis) +
+                          " is out of range for a tensor of shape " + shape_str(shape()));
   }
   return impl_->shape[static_cast<std::size_t>(resolved)];
 }
 
-std::int64_t Tensor::numel() const { return shape_numel(shape()); }
+std::int64_t Tensor::numel() const {
+  return shape_numel(shape());
+}
 
 DType Tensor::dtype() const {
   TANDEM_ASSERT(impl_, "dtype() of an undefined tensor");
@@ -125,7 +129,9 @@ Device Tensor::device() const {
   return impl_->storage->device();
 }
 
-std::uint64_t Tensor::id() const { return impl_ ? impl_->id : 0; }
+std::uint64_t Tensor::id() const {
+  return impl_ ? impl_->id : 0;
+}
 
 void* Tensor::raw_data() const {
   TANDEM_ASSERT(impl_, "data of an undefined tensor");
@@ -137,13 +143,15 @@ const std::shared_ptr<Storage>& Tensor::storage() const {
   return impl_->storage;
 }
 
-std::size_t Tensor::storage_offset() const { return impl_ ? impl_->offset : 0; }
+std::size_t Tensor::storage_offset() const {
+  return impl_ ? impl_->offset : 0;
+}
 
 void Tensor::check_access(DType requested) const {
   TANDEM_ASSERT(impl_, "data of an undefined tensor");
   if (requested != impl_->dtype) {
-    throw InvalidArgument(std::string("tensor of dtype ") + dtype_name(impl_->dtype) +
-                          " read as " + dtype_name(requested) + "; cast it first");
+    throw InvalidArgument(std::string("tensor of dtype ") + dtype_name(impl_->dtype) + " read as " +
+                          dtype_name(requested) + "; cast it first");
   }
   if (impl_->storage->device().type != DeviceType::cpu) {
     throw InvalidArgument("tensor on " + impl_->storage->device().str() +
@@ -181,7 +189,24 @@ Tensor Tensor::clone() const {
   return result;
 }
 
-bool Tensor::is_variable() const { return impl_ && impl_->is_variable; }
+void Tensor::set_data(const Tensor& value) {
+  TANDEM_ASSERT(impl_, "set_data() on an undefined tensor");
+  if (!value.defined() || value.shape() != shape() || value.dtype() != dtype()) {
+    const std::string what = name().empty() ? "a tensor" : name();
+    const std::string given =
+        value.defined() ? std::string(dtype_name(value.dtype())) + " " + shape_str(value.shape())
+                        : "an undefined tensor";
+    throw InvalidArgument("Tensor::set_data: " + what + " is " + dtype_name(dtype()) + " " +
+                          shape_str(shape()) + ", got " + given +
+                          "; give a value of the same shape and dtype");
+  }
+  impl_->storage = value.impl_->storage;
+  impl_->offset = value.impl_->offset;
+}
+
+bool Tensor::is_variable() const {
+  return impl_ && impl_->is_variable;
+}
 void Tensor::set_variable(bool variable) {
   TANDEM_ASSERT(impl_, "set_variable() on an undefined tensor");
   impl_->is_variable = variable;
@@ -219,7 +244,8 @@ void format_block(std::ostream& out, const Tensor& host, int axis, std::int64_t 
   const Shape& shape = host.shape();
   const std::int64_t extent = shape[static_cast<std::size_t>(axis)];
   std::int64_t stride = 1;
-  for (std::size_t a = static_cast<std::size_t>(axis) + 1; a < shape.size(); ++a) stride *= shape[a];
+  for (std::size_t a = static_cast<std::size_t>(axis) + 1; a < shape.size(); ++a)
+    stride *= shape[a];
   const bool abridge = extent > max_per_dim;
   const std::int64_t head = abridge ? max_per_dim / 2 : extent;
   out << '[';
@@ -233,7 +259,8 @@ void format_block(std::ostream& out, const Tensor& host, int axis, std::int64_t 
     } else {
       format_block(out, host, axis + 1, base + i * stride, max_per_dim, indent + 1);
     }
-    if (i + 1 < extent) out << (axis + 1 == host.rank() ? ", " : ",\n" + std::string(indent + 1, ' '));
+    if (i + 1 < extent)
+      out << (axis + 1 == host.rank() ? ", " : ",\n" + std::string(indent + 1, ' '));
   }
   out << ']';
 }

@@ -38,7 +38,8 @@ Tensor images_to_unit_floats(const Tensor& images, const std::string& path) {
   const std::uint8_t* in = images.data<std::uint8_t>();
   float* out = result.data<float>();
   const std::int64_t count = images.numel();
-  for (std::int64_t i = 0; i < count; ++i) out[i] = static_cast<float>(in[i]) / 255.0f;
+  for (std::int64_t i = 0; i < count; ++i)
+    out[i] = static_cast<float>(in[i]) / 255.0f;
   return result;
 }
 
@@ -60,10 +61,20 @@ Tensor checked_labels(const Tensor& labels, const std::string& path, std::int64_
   return Tensor::from_vector(values, labels.shape());
 }
 
+void require_directory(const std::string& directory) {
+  if (!std::filesystem::is_directory(directory)) {
+    throw IoError("Fashion-MNIST: no directory " + directory + " (it should hold " +
+                  kExpectedFiles +
+                  "); install the Debian package dataset-fashion-mnist "
+                  "(scripts/install-deps.sh does) or pass --data-dir DIR");
+  }
+}
+
 std::pair<Tensor, Tensor> load_split(const std::filesystem::path& directory,
                                      const std::string& prefix, std::int64_t num_classes) {
-  const std::string images_path = locate(directory, prefix + "-images-idx3-ubyte");
-  const std::string labels_path = locate(directory, prefix + "-labels-idx1-ubyte");
+  const IdxFiles files = fashion_mnist_files(directory.string(), prefix);
+  const std::string& images_path = files.images;
+  const std::string& labels_path = files.labels;
   Tensor images = images_to_unit_floats(read_idx(images_path), images_path);  // (N, 28, 28, 1)
   Tensor labels = checked_labels(read_idx(labels_path), labels_path, num_classes);  // (N,)
   if (images.dim(0) != labels.dim(0)) {
@@ -77,14 +88,15 @@ std::pair<Tensor, Tensor> load_split(const std::filesystem::path& directory,
 
 }  // namespace
 
+IdxFiles fashion_mnist_files(const std::string& directory, const std::string& split) {
+  require_directory(directory);
+  const std::filesystem::path root(directory);
+  return {locate(root, split + "-images-idx3-ubyte"), locate(root, split + "-labels-idx1-ubyte")};
+}
+
 ImageClassificationData load_fashion_mnist(const std::string& directory) {
   const std::filesystem::path root(directory);
-  if (!std::filesystem::is_directory(root)) {
-    throw IoError("Fashion-MNIST: no directory " + directory + " (it should hold " +
-                  kExpectedFiles +
-                  "); install the Debian package dataset-fashion-mnist "
-                  "(scripts/install-deps.sh does) or pass --data-dir DIR");
-  }
+  require_directory(directory);
   ImageClassificationData data;
   data.num_classes = 10;
   std::tie(data.train_images, data.train_labels) = load_split(root, "train", data.num_classes);

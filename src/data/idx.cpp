@@ -1,17 +1,17 @@
 // IDX files (the MNIST format): a 4-byte magic number 0x0000TTNN (TT the element type, NN the
 // number of dimensions), NN big-endian u32 extents, then the elements, big-endian, row-major.
-// zlib's gz* functions read gzip and plain files alike, so one path serves both.
-#include <zlib.h>
-
+// InputFile reads gzip and plain files alike, so one path serves both.
 #include <bit>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "data/file_io.h"
+#include "data/idx.h"
+#include "data/nodes.h"
+#include "data/rows.h"
 #include "tandem/data.h"
 
 namespace tandem::data {
@@ -56,85 +56,7 @@ std::uint64_t load_big_endian(const unsigned char* bytes, std::size_t width) {
   return value;
 }
 
-// An open gzip-or-plain file that reads until it has what was asked for or the data ends.
-class IdxFile {
- public:
-  explicit IdxFile(const std::string& path) : path_(path) {
-    std::error_code status_error;
-    const auto status = std::filesystem::status(path, status_error);
-    if (!std::filesystem::exists(status)) {
-      throw IoError(path + ": no such file; check the path");
-    }
-    if (std::filesystem::is_directory(status)) {
-      throw IoError(path + ": is a directory, not an IDX file; pass the path of the file itself");
-    }
-    file_ = gzopen(path.c_str(), "rb");
-    if (file_ == nullptr) {
-      throw IoError(path + ": cannot open (" + std::strerror(errno) +
-                    "); check the file's permissions");
-    }
-    gzbuffer(file_, 1 << 20);
-  }
-  ~IdxFile() { gzclose(file_); }
-  IdxFile(const IdxFile&) = delete;
-  IdxFile& operator=(const IdxFile&) = delete;
-
-  // Reads up to `count` bytes into `destination`; fewer only when the data ends.
-  std::size_t read(unsigned char* destination, std::size_t count) {
-    constexpr std::size_t kChunk = std::size_t{1} << 30;  // gzread takes an unsigned int
-    std::size_t total = 0;
-    while (total < count) {
-      const auto request = static_cast<unsigned>(std::min(count - total, kChunk));
-      const int got = gzread(file_, destination + total, request);
-      if (got < 0) {
-        int code = Z_OK;
-        std::string message = gzerror(file_, &code);
-        // zlib prefixes the message with the path, which ours already starts with.
-        if (message.starts_with(path_ + ": ")) message.erase(0, path_.size() + 2);
-        throw IoError(path_ + ": cannot decompress after " + std::to_string(total_read_ + total) +
-                      " bytes (zlib: " + message +
-                      "); the file is corrupt or cut short: download it again");
-      }
-      if (got == 0) break;
-      total += static_cast<std::size_t>(got);
-    }
-    total_read_ += total;
-    return total;
-  }
-
-  // Reads whatever is left and returns how many bytes that was.
-  std::uint64_t count_remaining() {
-    std::vector<unsigned char> scratch(1 << 20);
-    std::uint64_t remaining = 0;
-    while (const std::size_t got = read(scratch.data(), scratch.size()))
-      remaining += got;
-    return remaining;
-  }
-
-  // Reads `count` bytes, growing the buffer only as data actually arrives, so a header that
-  // claims a huge shape cannot make us allocate more than the file holds.
-  std::vector<unsigned char> read_up_to(std::uint64_t count) {
-    constexpr std::uint64_t kStep = std::uint64_t{16} << 20;
-    std::vector<unsigned char> bytes;
-    bytes.reserve(static_cast<std::size_t>(std::min(count, kStep)));
-    while (bytes.size() < count) {
-      const std::size_t before = bytes.size();
-      const auto step = static_cast<std::size_t>(std::min(count - before, kStep));
-      bytes.resize(before + step);
-      const std::size_t got = read(bytes.data() + before, step);
-      bytes.resize(before + got);
-      if (got < step) break;
-    }
-    return bytes;
-  }
-
- private:
-  std::string path_;
-  gzFile file_ = nullptr;
-  std::uint64_t total_read_ = 0;
-};
-
-Shape read_header(IdxFile& file, const std::string& path, IdxElementType& element_type) {
+Shape read_header(InputFile& file, const std::string& path, IdxElementType& element_type) {
   unsigned char magic[4];
   const std::size_t magic_bytes = file.read(magic, 4);
   if (magic_bytes < 4) {
@@ -213,12 +135,12 @@ void decode_elements(const unsigned char* bytes, const IdxElementType& type, T* 
 
 }  // namespace
 
-Tensor read_idx(const std::string& path) {
-  IdxFile file(path);
+IdxContents read_idx_contents(const std::string& path) {
+  InputFile file(path);
   IdxElementType type{};
   const Shape shape = read_header(file, path, type);
   const std::uint64_t expected = static_cast<std::uint64_t>(shape_numel(shape)) * type.width;
-  const std::vector<unsigned char> payload = file.read_up_to(expected);
+  const std::vector<std::uint8_t> payload = file.read_up_to(expected);
   if (payload.size() < expected) {
     throw IoError(path + ": expected " + std::to_string(expected) +
                   " bytes of data after the header, found " + std::to_string(payload.size()) +
@@ -238,7 +160,121 @@ Tensor read_idx(const std::string& path) {
       decode_elements(payload.data(), type, tensor.data<T>(), tensor.numel());
     }
   });
-  return tensor;
+  return IdxContents{std::move(tensor), 4 + 4 * static_cast<std::int64_t>(shape.size()),
+                     static_cast<std::int64_t>(type.width)};
+}
+
+Tensor read_idx(const std::string& path) {
+  return read_idx_contents(path).tensor;
+}
+
+// ---- The Pipeline source: an image file and its label file ----
+
+namespace {
+
+class IdxNode final : public Node {
+ public:
+  IdxNode(const std::string& images_path, const std::string& labels_path, IdxOptions options)
+      : options_(options),
+        images_source_(std::make_shared<const std::string>(images_path)),
+        labels_path_(labels_path) {
+    if (options.num_classes < 0) {
+      throw InvalidArgument("Pipeline::idx: num_classes must be >= 0 (0: no check), got " +
+                            std::to_string(options.num_classes));
+    }
+    IdxContents images = read_idx_contents(images_path);
+    IdxContents labels = read_idx_contents(labels_path);
+    if (images.tensor.rank() < 2) {
+      throw IoError(images_path + ": holds " + dtype_name(images.tensor.dtype()) + " " +
+                    shape_str(images.tensor.shape()) +
+                    ", not images (N, rows, cols); pass the image file as the first argument");
+    }
+    if (labels.tensor.rank() != 1 ||
+        !(labels.tensor.dtype() == DType::u8 || labels.tensor.dtype() == DType::i32)) {
+      throw IoError(labels_path + ": holds " + dtype_name(labels.tensor.dtype()) + " " +
+                    shape_str(labels.tensor.shape()) +
+                    ", not integer labels (N,); pass the label file as the second argument");
+    }
+    if (images.tensor.dim(0) != labels.tensor.dim(0)) {
+      throw IoError(images_path + " holds " + std::to_string(images.tensor.dim(0)) +
+                    " images but " + labels_path + " holds " +
+                    std::to_string(labels.tensor.dim(0)) +
+                    " labels; the files come from different data sets");
+    }
+    images_ = std::move(images.tensor);
+    image_header_bytes_ = images.header_bytes;
+    image_record_bytes_ = images.element_width * (images_.numel() / images_.dim(0));
+    labels_ = Tensor::from_vector(labels.tensor.to_vector<std::int32_t>(), labels.tensor.shape());
+    label_header_bytes_ = labels.header_bytes;
+    label_width_ = labels.element_width;
+    image_shape_.assign(images_.shape().begin() + 1, images_.shape().end());
+    if (options.add_channel_axis && images_.rank() == 3) image_shape_.push_back(1);
+  }
+
+  std::string name() const override { return "idx"; }
+  std::int64_t cardinality() const override { return images_.dim(0); }
+
+  std::unique_ptr<Stream> open(const PassContext& context, StageCounters& self) const override {
+    class IdxStream final : public Stream {
+     public:
+      IdxStream(const IdxNode& node, std::uint64_t pass, StageCounters& self)
+          : node_(node), key_(stream_key(pass, *node.images_source_)), self_(self) {}
+      std::optional<Element> next() override {
+        const IdxNode& node = node_;
+        while (index_ < node.images_.dim(0)) {
+          const std::int64_t index = index_++;
+          const Tensor label = row(node.labels_, index);  // ()
+          const std::int32_t value = *label.data<std::int32_t>();
+          if (node.options_.num_classes > 0 && (value < 0 || value >= node.options_.num_classes)) {
+            const std::string message =
+                node.labels_path_ + ": label " + std::to_string(value) + " of element " +
+                std::to_string(index) + " (byte " +
+                std::to_string(node.label_header_bytes_ + index * node.label_width_) +
+                ") is outside [0, " + std::to_string(node.options_.num_classes) +
+                "); the file is corrupt or num_classes is wrong";
+            if (node.options_.on_error == OnError::raise) throw IoError(message);
+            self_.record_skip(message);
+            continue;
+          }
+          const Tensor image = row(node.images_, index);  // (H, W)
+          Element element{{"image", Tensor::from_storage(image.storage(), image.storage_offset(),
+                                                         node.image_shape_, image.dtype())},
+                          {"label", label}};
+          element.set_origin(Origin{node.images_source_, index,
+                                    node.image_header_bytes_ + index * node.image_record_bytes_});
+          element.set_random_key(mix_keys(key_, static_cast<std::uint64_t>(index)));
+          return element;
+        }
+        return std::nullopt;
+      }
+
+     private:
+      const IdxNode& node_;
+      std::uint64_t key_;
+      StageCounters& self_;
+      std::int64_t index_ = 0;
+    };
+    return std::make_unique<IdxStream>(*this, context.pass, self);
+  }
+
+ private:
+  IdxOptions options_;
+  std::shared_ptr<const std::string> images_source_;
+  std::string labels_path_;
+  Tensor images_;  // (N, H, W, ...) as stored
+  Tensor labels_;  // (N,) i32
+  Shape image_shape_;
+  std::int64_t image_header_bytes_ = 0;
+  std::int64_t image_record_bytes_ = 0;  // one image in the file
+  std::int64_t label_header_bytes_ = 0;
+  std::int64_t label_width_ = 1;
+};
+
+}  // namespace
+
+NodePtr make_idx_node(const std::string& images_path, const std::string& labels_path,
+                      const IdxOptions& options) {
+  return std::make_shared<IdxNode>(images_path, labels_path, options);
 }
 
 }  // namespace tandem::data

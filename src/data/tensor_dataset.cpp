@@ -8,26 +8,12 @@
 #include <vector>
 
 #include "data/prefetch.h"
+#include "data/rows.h"
 #include "tandem/data.h"
 #include "tandem/random.h"
 
 namespace tandem::data {
 namespace {
-
-std::size_t row_bytes(const Tensor& tensor) {
-  const Shape row_shape(tensor.shape().begin() + 1, tensor.shape().end());
-  return static_cast<std::size_t>(shape_numel(row_shape)) * dtype_size(tensor.dtype());
-}
-
-// Rows [start, start + count) of `tensor`, sharing its storage.
-Tensor row_view(const Tensor& tensor, std::int64_t start, std::int64_t count) {
-  Shape shape = tensor.shape();
-  shape[0] = count;
-  return Tensor::from_storage(
-      tensor.storage(),
-      tensor.storage_offset() + static_cast<std::size_t>(start) * row_bytes(tensor), shape,
-      tensor.dtype());
-}
 
 // The given rows of `source`, in that order, as a new tensor (rows.size(), ...).
 Tensor gather_rows(const Tensor& source, std::span<const std::int64_t> rows) {

@@ -23,6 +23,9 @@ class ActivationLayer final : public LayerBase {
       : LayerBase("activation", name), activation_(parse_activation(activation)) {}
 
   const char* class_name() const override { return "Activation"; }
+  std::optional<LayerConfig> config() const override {
+    return LayerConfig{{"activation", std::string(activation_name(activation_))}};
+  }
   Shape compute_output_shape(std::span<const Shape> input_shapes) const override {
     return input_shapes[0];
   }

@@ -30,6 +30,19 @@ class Conv2DLayer final : public LayerBase {
   }
 
   const char* class_name() const override { return "Conv2D"; }
+  std::optional<LayerConfig> config() const override {
+    auto pair = [](const std::array<std::int64_t, 2>& values) {
+      return std::vector<std::int64_t>(values.begin(), values.end());
+    };
+    return LayerConfig{{"filters", filters_},
+                       {"kernel_size", pair(kernel_size_.array())},
+                       {"strides", pair(conv_.strides)},
+                       {"padding", std::string(padding_name(conv_.padding))},
+                       {"dilation_rate", pair(conv_.dilations)},
+                       {"activation", std::string(activation_name(activation_))},
+                       {"use_bias", use_bias_},
+                       {"kernel_initializer", std::string(initializer_name(kernel_initializer_))}};
+  }
 
   // x (N, H, W, C_in) -> (N, OH, OW, filters)
   Shape compute_output_shape(std::span<const Shape> input_shapes) const override {
@@ -48,8 +61,10 @@ class Conv2DLayer final : public LayerBase {
 
   Tensor call(std::span<const Tensor> inputs, bool) override {
     const Tensor& x = inputs[0];  // (N, H, W, C_in)
-    const Tensor y = use_bias_ ? conv2d(x, kernel_, bias_, conv_)
-                               : conv2d(x, kernel_, conv_);  // (N, OH, OW, filters)
+    // Mixed precision keeps the variables in float32 and computes in x's dtype.
+    const Tensor kernel = cast(kernel_, x.dtype());
+    const Tensor y = use_bias_ ? conv2d(x, kernel, cast(bias_, x.dtype()), conv_)
+                               : conv2d(x, kernel, conv_);  // (N, OH, OW, filters)
     return apply_activation(activation_, y);
   }
 

@@ -19,6 +19,12 @@ class DenseLayer final : public LayerBase {
   }
 
   const char* class_name() const override { return "Dense"; }
+  std::optional<LayerConfig> config() const override {
+    return LayerConfig{{"units", units_},
+                       {"activation", std::string(activation_name(activation_))},
+                       {"use_bias", use_bias_},
+                       {"kernel_initializer", std::string(initializer_name(kernel_initializer_))}};
+  }
 
   // x (..., in) -> (..., units)
   Shape compute_output_shape(std::span<const Shape> input_shapes) const override {
@@ -39,8 +45,11 @@ class DenseLayer final : public LayerBase {
   }
 
   Tensor call(std::span<const Tensor> inputs, bool) override {
-    const Tensor& x = inputs[0];                                                  // (..., in)
-    const Tensor y = use_bias_ ? matmul(x, kernel_, bias_) : matmul(x, kernel_);  // (..., units)
+    const Tensor& x = inputs[0];  // (..., in)
+    // Mixed precision keeps the variables in float32 and computes in x's dtype.
+    const Tensor kernel = cast(kernel_, x.dtype());
+    const Tensor y =
+        use_bias_ ? matmul(x, kernel, cast(bias_, x.dtype())) : matmul(x, kernel);  // (..., units)
     return apply_activation(activation_, y);
   }
 

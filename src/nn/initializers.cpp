@@ -8,13 +8,14 @@
 namespace tandem::nn {
 namespace {
 
-constexpr std::array<std::pair<const char*, Initializer>, 6> kInitializers{{
+constexpr std::array<std::pair<const char*, Initializer>, 7> kInitializers{{
     {"glorot_uniform", Initializer::glorot_uniform},
     {"glorot_normal", Initializer::glorot_normal},
     {"he_normal", Initializer::he_normal},
     {"he_uniform", Initializer::he_uniform},
     {"zeros", Initializer::zeros},
     {"ones", Initializer::ones},
+    {"uniform", Initializer::uniform},
 }};
 
 // The standard deviation of a unit normal truncated at two standard deviations: dividing by it
@@ -75,6 +76,8 @@ Tensor initialize(Initializer initializer, const Shape& shape, DType dtype, Gene
       return Tensor::zeros(shape, dtype);
     case Initializer::ones:
       return Tensor::ones(shape, dtype);
+    case Initializer::uniform:
+      return random_uniform(shape, -0.05, 0.05, dtype, generator);
   }
   TANDEM_ASSERT(false, "unhandled initializer");
 }

@@ -5,6 +5,7 @@
 #include "nn/layer_util.h"
 #include "nn/tensor_copy.h"
 #include "tandem/nn.h"
+#include "tandem/ops.h"
 
 namespace tandem::nn {
 using detail::describe;
@@ -66,7 +67,8 @@ void clear_session() {
 // ---- LayerBase ----
 
 LayerBase::LayerBase(const std::string& prefix, const std::string& name)
-    : name_(name.empty() ? detail::unique_name(prefix) : name) {}
+    : name_(name.empty() ? detail::unique_name(prefix) : name),
+      dtype_policy_(mixed_precision::global_policy()) {}
 
 LayerBase::~LayerBase() = default;
 
@@ -74,8 +76,38 @@ void LayerBase::ensure_built(std::span<const Shape> input_shapes, DType dtype, D
   if (built_) return;
   // Checks the inputs fit before any weight exists, so a bad shape leaves the layer unbuilt.
   compute_output_shape(input_shapes);
-  build(input_shapes, is_floating(dtype) ? dtype : DType::f32, device);
+  const DType variable_dtype =
+      dtype_policy_ ? dtype_policy_->variable_dtype() : (is_floating(dtype) ? dtype : DType::f32);
+  build(input_shapes, variable_dtype, device);
   built_ = true;
+}
+
+void LayerBase::set_dtype_policy(const mixed_precision::Policy& policy) {
+  if (built_) {
+    throw InvalidArgument(describe(*this) +
+                          ": the dtype policy must be set before the layer is "
+                          "built (its weights exist already)");
+  }
+  dtype_policy_ = policy;
+}
+
+DType LayerBase::compute_dtype(DType input_dtype) const {
+  return dtype_policy_ ? dtype_policy_->compute_dtype() : input_dtype;
+}
+
+DType LayerBase::output_dtype(DType input_dtype) const {
+  return is_floating(input_dtype) ? compute_dtype(input_dtype) : input_dtype;
+}
+
+Tensor LayerBase::invoke(std::span<const Tensor> inputs, bool training) {
+  if (!dtype_policy_) return call(inputs, training);
+  const DType compute = dtype_policy_->compute_dtype();
+  std::vector<Tensor> cast_inputs;
+  cast_inputs.reserve(inputs.size());
+  for (const Tensor& input : inputs) {
+    cast_inputs.push_back(is_floating(input.dtype()) ? cast(input, compute) : input);
+  }
+  return call(cast_inputs, training);
 }
 
 void LayerBase::set_trainable(bool trainable) {
@@ -136,7 +168,7 @@ Tensor Layer::operator()(const Tensor& x, bool training) const {
     const Shape shape = x.shape();
     layer.ensure_built({&shape, 1}, x.dtype(), x.device());
   }
-  return layer.call({&x, 1}, training);
+  return layer.invoke({&x, 1}, training);
 }
 
 Tensor Layer::operator()(const std::vector<Tensor>& xs, bool training) const {
@@ -148,7 +180,7 @@ Tensor Layer::operator()(const std::vector<Tensor>& xs, bool training) const {
       shapes.push_back(x.shape());
     layer.ensure_built(shapes, xs[0].dtype(), xs[0].device());
   }
-  return layer.call(xs, training);
+  return layer.invoke(xs, training);
 }
 
 SymbolicTensor Layer::operator()(const SymbolicTensor& x) const {
@@ -171,9 +203,14 @@ SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& xs) const {
   layer.ensure_built(shapes, xs[0].dtype(), Device::cpu());
   node->layer = *this;
   node->inputs = xs;
-  node->dtype = xs[0].dtype();
+  node->dtype = layer.output_dtype(xs[0].dtype());
   node->name = layer.name();
   return SymbolicTensor(std::move(node));
+}
+
+Layer Layer::with_dtype_policy(const std::string& policy) const {
+  impl().set_dtype_policy(mixed_precision::Policy(policy));
+  return *this;
 }
 
 void Layer::set_weights(const std::vector<Tensor>& values) const {

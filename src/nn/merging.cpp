@@ -10,6 +10,7 @@ class AddLayer final : public LayerBase {
   explicit AddLayer(const std::string& name) : LayerBase("add", name) {}
 
   const char* class_name() const override { return "Add"; }
+  std::optional<LayerConfig> config() const override { return LayerConfig{}; }
   int arity() const override { return 0; }
 
   Shape compute_output_shape(std::span<const Shape> input_shapes) const override {

@@ -288,12 +288,12 @@ Tensor Model::call(const Tensor& x, bool training) {
     LayerBase& layer = state.nodes[i]->layer.impl();
     const std::vector<std::size_t>& inputs = state.node_inputs[i];
     if (inputs.size() == 1) {
-      values[i] = layer.call({&values[inputs[0]], 1}, training);
+      values[i] = layer.invoke({&values[inputs[0]], 1}, training);
     } else {
       gathered.clear();
       for (std::size_t source : inputs)
         gathered.push_back(values[source]);
-      values[i] = layer.call(gathered, training);
+      values[i] = layer.invoke(gathered, training);
     }
     for (std::size_t done : state.release_after[i])
       values[done] = Tensor();
@@ -311,6 +311,11 @@ std::vector<Layer> Model::layers() const {
     if (seen.insert(layer.ptr().get()).second) unique.push_back(layer);
   }
   return unique;
+}
+
+const std::vector<std::shared_ptr<const Node>>& Model::nodes() const {
+  require_built(*state_, "nodes");
+  return state_->nodes;
 }
 
 Layer Model::get_layer(const std::string& name) const {

@@ -9,6 +9,10 @@
 #include "tandem/nn.h"
 #include "tandem/train.h"
 
+namespace tandem::train::detail {
+class Distribution;
+}
+
 namespace tandem::nn {
 
 struct Model::State {
@@ -28,6 +32,10 @@ struct Model::State {
   std::shared_ptr<train::Optimizer> optimizer;
   std::shared_ptr<train::Loss> loss;
   std::vector<std::shared_ptr<train::Metric>> metrics;
+  // The strategy's distribution when compiled inside Strategy::scope(); fit runs through it.
+  std::shared_ptr<train::detail::Distribution> distribution;
+  // fit's running mean of the epoch's loss; here rather than in fit so a checkpoint can keep it.
+  train::Mean epoch_loss{"loss"};
 
   int verbose = 1;
   bool stop_training = false;

@@ -21,6 +21,9 @@ class BatchNormalizationLayer final : public LayerBase {
   }
 
   const char* class_name() const override { return "BatchNormalization"; }
+  std::optional<LayerConfig> config() const override {
+    return LayerConfig{{"momentum", momentum_}, {"epsilon", epsilon_}};
+  }
 
   Shape compute_output_shape(std::span<const Shape> input_shapes) const override {
     const Shape& x = input_shapes[0];

@@ -26,6 +26,12 @@ class Pool2DLayer final : public LayerBase {
   const char* class_name() const override {
     return kind_ == PoolKind::max ? "MaxPooling2D" : "AveragePooling2D";
   }
+  std::optional<LayerConfig> config() const override {
+    return LayerConfig{
+        {"pool_size", std::vector<std::int64_t>(pool_.window.begin(), pool_.window.end())},
+        {"strides", std::vector<std::int64_t>(pool_.strides.begin(), pool_.strides.end())},
+        {"padding", std::string(padding_name(pool_.padding))}};
+  }
 
   // x (N, H, W, C) -> (N, OH, OW, C)
   Shape compute_output_shape(std::span<const Shape> input_shapes) const override {
@@ -50,6 +56,7 @@ class GlobalAveragePooling2DLayer final : public LayerBase {
       : LayerBase("global_average_pooling2d", name) {}
 
   const char* class_name() const override { return "GlobalAveragePooling2D"; }
+  std::optional<LayerConfig> config() const override { return LayerConfig{}; }
 
   // x (N, H, W, C) -> (N, C)
   Shape compute_output_shape(std::span<const Shape> input_shapes) const override {

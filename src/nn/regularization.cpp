@@ -17,6 +17,10 @@ class DropoutLayer final : public LayerBase {
   }
 
   const char* class_name() const override { return "Dropout"; }
+  std::optional<LayerConfig> config() const override {
+    return LayerConfig{{"rate", rate_}, {"seed", generator_.seed()}};
+  }
+  Generator* generator() override { return &generator_; }
 
   Shape compute_output_shape(std::span<const Shape> input_shapes) const override {
     return input_shapes[0];

@@ -10,6 +10,7 @@ class FlattenLayer final : public LayerBase {
   explicit FlattenLayer(const std::string& name) : LayerBase("flatten", name) {}
 
   const char* class_name() const override { return "Flatten"; }
+  std::optional<LayerConfig> config() const override { return LayerConfig{}; }
 
   Shape compute_output_shape(std::span<const Shape> input_shapes) const override {
     const Shape& x = input_shapes[0];

@@ -1,6 +1,7 @@
 #pragma once
 // The small interface every backend implements. A backend owns the kernels of one device type;
 // the op table owns everything else about an op.
+#include <memory>
 #include <span>
 
 #include "ops/op_table.h"
@@ -14,6 +15,17 @@ struct KernelContext {
   const Attrs& attrs;
 };
 
+// Times one op's kernels in the device's own queue, for the profiler: start() and stop() are
+// called on the host around the op as it is issued; seconds() waits until the device has passed
+// both marks and returns the time between them.
+class KernelTimer {
+ public:
+  virtual ~KernelTimer() = default;
+  virtual void start() = 0;
+  virtual void stop() = 0;
+  virtual double seconds() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -24,6 +36,10 @@ class Backend {
   virtual void run(const KernelContext& context) = 0;
   // Waits until every kernel launched so far has finished.
   virtual void synchronize() = 0;
+  // A timer for kernels on `device`, where run() returns before they finish (CUDA: events on
+  // the GPU's stream); nullptr where run() returns with the work done, so that the host clock
+  // around run() times it (the CPU).
+  virtual std::unique_ptr<KernelTimer> make_kernel_timer(Device device) { return nullptr; }
 };
 
 Backend& backend_for(Device device);

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/allocator.h"
 #include "ops/backend.h"
 
 namespace tandem {
@@ -42,6 +43,10 @@ Backend& backend_for(Device device) {
   if (device.type == DeviceType::cpu) return cpu_backend();
   Backend* backend = backends()[static_cast<std::size_t>(device.type)];
   if (backend == nullptr) {
+    device_memory(device.type);  // brings the backend up on first use, or throws why not
+    backend = backends()[static_cast<std::size_t>(device.type)];
+  }
+  if (backend == nullptr) {
     throw Error("no backend for device " + device.str() +
                 ": this build or machine has none; run `tandem devices` to see what is available");
   }
@@ -75,7 +80,7 @@ std::vector<Tensor> call_op(OpKind kind, const std::vector<Tensor>& inputs, cons
                           (def.max_inputs == def.min_inputs
                                ? ""
                                : " to " + (def.max_inputs < 0 ? std::string("any number")
-                                                               : std::to_string(def.max_inputs))));
+                                                              : std::to_string(def.max_inputs))));
   }
   for (int i = 0; i < count; ++i) {
     if (!inputs[i].defined()) {
@@ -116,9 +121,11 @@ std::vector<Tensor> call_op(OpKind kind, const std::vector<Tensor>& inputs, cons
   }
 
   const std::shared_ptr<const ObserverList> current_observers = observers().load();
-  for (OpObserver* observer : *current_observers) observer->before_op(kind, inputs, attrs);
+  for (OpObserver* observer : *current_observers)
+    observer->before_op(kind, inputs, attrs);
   backend.run(KernelContext{kind, inputs, outputs, attrs});
-  for (OpObserver* observer : *current_observers) observer->after_op(kind, inputs, outputs, attrs);
+  for (OpObserver* observer : *current_observers)
+    observer->after_op(kind, inputs, outputs, attrs);
   return outputs;
 }
 

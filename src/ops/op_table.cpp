@@ -19,6 +19,8 @@ OpTable build_table() {
   define_loss_ops(table);
   define_dropout_ops(table);
   define_optimizer_ops(table);
+  define_gather_ops(table);
+  define_layer_norm_ops(table);
   for (int i = 0; i < kNumOps; ++i) {
     TANDEM_ASSERT(table[i].name == nullptr || static_cast<int>(table[i].kind) == i,
                   std::string("op ") + table[i].name + " is filed under the wrong kind");
@@ -31,8 +33,8 @@ OpTable build_table() {
 const OpDef& op_def(OpKind kind) {
   static const OpTable table = build_table();
   const OpDef& def = table[static_cast<std::size_t>(kind)];
-  TANDEM_ASSERT(def.infer != nullptr,
-                "op #" + std::to_string(static_cast<int>(kind)) + " has no definition in the op table");
+  TANDEM_ASSERT(def.infer != nullptr, "op #" + std::to_string(static_cast<int>(kind)) +
+                                          " has no definition in the op table");
   return def;
 }
 
@@ -44,21 +46,26 @@ bool op_is_defined(OpKind kind) {
   }
 }
 
-const char* op_name(OpKind kind) { return op_def(kind).name; }
+const char* op_name(OpKind kind) {
+  return op_def(kind).name;
+}
 
-OpCost op_cost(OpKind kind, std::span<const TensorMeta> inputs,
-               std::span<const TensorMeta> outputs, const Attrs& attrs) {
+OpCost op_cost(OpKind kind, std::span<const TensorMeta> inputs, std::span<const TensorMeta> outputs,
+               const Attrs& attrs) {
   const OpDef& def = op_def(kind);
   if (def.cost != nullptr) return def.cost(inputs, outputs, attrs);
   return {0.0, bytes_of(inputs) + bytes_of(outputs)};
 }
 
-TensorMeta meta_of(const Tensor& tensor) { return {tensor.shape(), tensor.dtype()}; }
+TensorMeta meta_of(const Tensor& tensor) {
+  return {tensor.shape(), tensor.dtype()};
+}
 
 std::vector<TensorMeta> metas_of(std::span<const Tensor> tensors) {
   std::vector<TensorMeta> metas;
   metas.reserve(tensors.size());
-  for (const Tensor& tensor : tensors) metas.push_back(meta_of(tensor));
+  for (const Tensor& tensor : tensors)
+    metas.push_back(meta_of(tensor));
   return metas;
 }
 
@@ -69,10 +76,10 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
     const std::int64_t extent_a = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     const std::int64_t extent_b = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (extent_a != extent_b && extent_a != 1 && extent_b != 1) {
-      throw InvalidArgument(std::string(op) + ": shapes " + shape_str(a) + " and " +
-                            shape_str(b) + " cannot be broadcast together (axis " +
-                            std::to_string(i) + ": " + std::to_string(extent_a) + " vs " +
-                            std::to_string(extent_b) + "); reshape one of them");
+      throw InvalidArgument(std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) +
+                            " cannot be broadcast together (axis " + std::to_string(i) + ": " +
+                            std::to_string(extent_a) + " vs " + std::to_string(extent_b) +
+                            "); reshape one of them");
     }
     result[i] = extent_a == 1 ? extent_b : extent_a;
   }
@@ -94,10 +101,12 @@ std::vector<std::int64_t> normalize_axes(const char* op, const std::vector<std::
                                          const Shape& shape) {
   std::vector<std::int64_t> resolved;
   if (axes.empty()) {
-    for (std::size_t i = 0; i < shape.size(); ++i) resolved.push_back(static_cast<std::int64_t>(i));
+    for (std::size_t i = 0; i < shape.size(); ++i)
+      resolved.push_back(static_cast<std::int64_t>(i));
     return resolved;
   }
-  for (std::int64_t axis : axes) resolved.push_back(normalize_axis(op, axis, shape));
+  for (std::int64_t axis : axes)
+    resolved.push_back(normalize_axis(op, axis, shape));
   std::sort(resolved.begin(), resolved.end());
   resolved.erase(std::unique(resolved.begin(), resolved.end()), resolved.end());
   return resolved;
@@ -131,7 +140,8 @@ void require_rank(const char* op, const char* what, const TensorMeta& input, int
 double bytes_of(std::span<const TensorMeta> metas) {
   double bytes = 0;
   for (const TensorMeta& meta : metas) {
-    bytes += static_cast<double>(shape_numel(meta.shape)) * static_cast<double>(dtype_size(meta.dtype));
+    bytes +=
+        static_cast<double>(shape_numel(meta.shape)) * static_cast<double>(dtype_size(meta.dtype));
   }
   return bytes;
 }
@@ -139,7 +149,8 @@ double bytes_of(std::span<const TensorMeta> metas) {
 OpCost elementwise_cost(std::span<const TensorMeta> inputs, std::span<const TensorMeta> outputs,
                         double flops_per_element) {
   double elements = 0;
-  for (const TensorMeta& output : outputs) elements += static_cast<double>(shape_numel(output.shape));
+  for (const TensorMeta& output : outputs)
+    elements += static_cast<double>(shape_numel(output.shape));
   return {elements * flops_per_element, bytes_of(inputs) + bytes_of(outputs)};
 }
 

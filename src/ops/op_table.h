@@ -60,8 +60,8 @@ struct OpDef {
 const OpDef& op_def(OpKind kind);
 // Whether the table has an entry for `kind` (a test checks that every op has one).
 bool op_is_defined(OpKind kind);
-OpCost op_cost(OpKind kind, std::span<const TensorMeta> inputs,
-               std::span<const TensorMeta> outputs, const Attrs& attrs);
+OpCost op_cost(OpKind kind, std::span<const TensorMeta> inputs, std::span<const TensorMeta> outputs,
+               const Attrs& attrs);
 
 using OpTable = std::array<OpDef, kNumOps>;
 
@@ -77,6 +77,8 @@ void define_layout_ops(OpTable& table);
 void define_loss_ops(OpTable& table);
 void define_dropout_ops(OpTable& table);
 void define_optimizer_ops(OpTable& table);
+void define_gather_ops(OpTable& table);
+void define_layer_norm_ops(OpTable& table);
 
 // ---- helpers shared by the family files ----
 std::vector<TensorMeta> metas_of(std::span<const Tensor> tensors);

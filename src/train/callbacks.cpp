@@ -34,12 +34,16 @@ void History::on_train_begin(const Logs&) {
   epoch_seconds_.clear();
   step_seconds_.clear();
   step_examples_.clear();
+  step_input_wait_seconds_.clear();
+  skipped_elements_.clear();
+  input_advice_.clear();
 }
 
 void History::on_epoch_begin(int, const Logs&) {
   epoch_start_ = observe::steady_seconds();
   step_seconds_.emplace_back();
   step_examples_.emplace_back();
+  step_input_wait_seconds_.emplace_back();
 }
 
 void History::on_epoch_end(int epoch, const Logs& logs) {
@@ -49,10 +53,28 @@ void History::on_epoch_end(int epoch, const Logs& logs) {
     history_[key].push_back(value);
 }
 
-void History::record_step(double seconds, std::int64_t examples) {
+void History::record_step(double seconds, std::int64_t examples, double input_wait_seconds) {
   TANDEM_ASSERT(!step_seconds_.empty(), "History::record_step outside an epoch");
   step_seconds_.back().push_back(seconds);
   step_examples_.back().push_back(examples);
+  step_input_wait_seconds_.back().push_back(input_wait_seconds);
+}
+
+void History::record_input_report(std::int64_t skipped, std::string advice) {
+  skipped_elements_.push_back(skipped);
+  if (!advice.empty()) input_advice_ = std::move(advice);
+}
+
+double History::input_wait_share() const {
+  double waited = 0.0;
+  std::int64_t step = 0;
+  for (const std::vector<double>& epoch : step_input_wait_seconds_) {
+    for (const double wait : epoch) {
+      if (step++ >= warmup_steps_) waited += wait;
+    }
+  }
+  const double seconds = timed_seconds();
+  return seconds > 0.0 ? waited / seconds : 0.0;
 }
 
 double History::timed_seconds() const {
@@ -223,7 +245,8 @@ ProgressBar::~ProgressBar() = default;
 void ProgressBar::on_epoch_begin(int epoch, const Logs&) {
   State& state = *state_;
   if (state.verbose == 0) return;
-  *state.out << "Epoch " << epoch + 1 << '/' << params().epochs << '\n';  // as Keras, even for one epoch
+  *state.out << "Epoch " << epoch + 1 << '/' << params().epochs
+             << '\n';  // as Keras, even for one epoch
   state.bar = std::make_unique<observe::ProgressBar>(params().steps, state.verbose, *state.out,
                                                      state.interactive, state.interval_seconds);
   state.steps_done = 0;

@@ -2,12 +2,16 @@
 // with callbacks and step timing, evaluate and predict. They belong to nn::Model (as in Keras)
 // but live here, above the nn layer, because they use losses, metrics and optimizers.
 #include <chrono>
+#include <cmath>
+#include <iostream>
 
 #include "nn/model_state.h"
 #include "nn/tensor_copy.h"
 #include "tandem/autodiff.h"
 #include "tandem/data.h"
 #include "tandem/nn.h"
+#include "tandem/observe.h"
+#include "train/distribution.h"
 
 namespace tandem::nn {
 namespace {
@@ -53,6 +57,53 @@ void require_batch_size(const Model::State& state, const char* method, std::int6
   }
 }
 
+// Above this share of the step time spent waiting for batches, training is input-bound.
+constexpr double kInputBoundShare = 0.10;
+// Below this much waiting in all, the time lost is too small to act on (a few steps of a tiny
+// model, whose steps take microseconds, spend a large share slicing in-memory batches).
+constexpr double kInputBoundMinimumWaitSeconds = 0.1;
+
+// The end-of-training word on the input, as a performance guide would give it: the share of the
+// step time spent waiting for batches and the most likely fix.
+void warn_if_input_bound(const train::History& history) {
+  const double share = history.input_wait_share();
+  if (share <= kInputBoundShare ||
+      share * history.timed_seconds() < kInputBoundMinimumWaitSeconds) {
+    return;
+  }
+  const std::string fix =
+      !history.input_advice().empty()
+          ? history.input_advice()
+          : "make the batches ahead of the model: build the input as a data::Pipeline ending in "
+            ".prefetch(data::kAutotune), with map(..., {.num_parallel_calls = "
+            "data::kAutotune}) for per-element work";
+  std::cout << "WARNING: training waited for input " << std::lround(100.0 * share)
+            << "% of the step time (above " << std::lround(100.0 * kInputBoundShare)
+            << "%): the input pipeline is the bottleneck. Most likely fix: " << fix << "\n";
+}
+
+// A training step that ran out of memory, said with the batch size and the fixes to try.
+OutOfMemory training_out_of_memory(const OutOfMemory& error, std::int64_t batch_size) {
+  return OutOfMemory(
+      std::string(error.what()) + ", training a batch of " + std::to_string(batch_size) +
+          " examples. Try a smaller batch size (`tandem train --find-max-batch` finds the largest "
+          "that fits), mixed precision (`--precision bf16`, or "
+          "mixed_precision::set_global_policy(\"mixed_bfloat16\")) to halve the activations, or "
+          "gradient accumulation (OptimizerOptions::gradient_accumulation_steps) to keep the "
+          "effective batch with smaller steps",
+      error.device(), error.requested_bytes(), error.held_bytes(), error.available_bytes());
+}
+
+// Runs one training step, adding the batch size and the fixes to an out-of-memory error.
+template <typename Step>
+std::pair<Tensor, Tensor> within_memory(std::int64_t batch_size, Step&& step) {
+  try {
+    return step();
+  } catch (const OutOfMemory& error) {
+    throw training_out_of_memory(error, batch_size);
+  }
+}
+
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -74,19 +125,51 @@ void write_logs(const Model::State& state, double loss, Logs& logs) {
 // Sequential builds during its first forward pass) and reused after. Returns the predictions
 // and the loss.
 std::pair<Tensor, Tensor> train_step(Model& model, Model::State& state, const Tensor& x,
-                                     const Tensor& y, std::vector<Tensor>& variables) {
+                                     const Tensor& y, std::vector<Tensor>& variables,
+                                     train::detail::ReplicaStep* replica = nullptr) {
   Tensor y_pred;
   Tensor loss;
   std::vector<Tensor> gradients;
   {
     GradientTape tape;
-    y_pred = model.call(x, /*training=*/true);
-    loss = (*state.loss)(y, y_pred);
+    {
+      observe::TraceScope forward(observe::SpanKind::forward);
+      y_pred = model.call(x, /*training=*/true);
+      loss = (*state.loss)(y, y_pred);
+    }
     if (variables.empty()) variables = model.trainable_weights();
-    gradients = tape.gradient(loss, variables);
+    observe::TraceScope backward(observe::SpanKind::backward);
+    // Under loss scaling (mixed_float16) the gradients are of the scaled loss; the optimizer
+    // divides them by the scale again.
+    gradients = tape.gradient(state.optimizer->scale_loss(loss), variables, {}, false,
+                              replica != nullptr ? replica->gradient_ready() : nullptr);
   }
+  // Data-parallel: the replicas' gradients are combined first; one replica may apply for all.
+  if (replica != nullptr && !replica->reduce(gradients, variables)) {
+    return {std::move(y_pred), std::move(loss)};
+  }
+  observe::TraceScope optimizer(observe::SpanKind::optimizer);
   state.optimizer->apply_gradients(gradients, variables);
   return {std::move(y_pred), std::move(loss)};
+}
+
+// A training step under the model's distribution strategy: every replica runs train_step on its
+// share of the global batch; the predictions and loss returned cover the whole global batch.
+std::pair<Tensor, Tensor> distributed_step(Model& model, Model::State& state,
+                                           const data::Batch& batch,
+                                           std::vector<Tensor>& variables) {
+  return state.distribution->step(
+      batch.features, batch.labels, *state.loss,
+      [&](const Tensor& x, const Tensor& y, train::detail::ReplicaStep& replica) {
+        return train_step(model, state, x, y, variables, &replica);
+      });
+}
+
+// A batch on the device the model's strategy runs it on (unchanged without a strategy).
+data::Batch on_model_device(const Model::State& state, const data::Batch& batch) {
+  if (!state.distribution) return batch;
+  const Device device = state.distribution->input_device();
+  return {batch.features.to(device), batch.labels.to(device)};
 }
 
 }  // namespace
@@ -108,9 +191,10 @@ void Model::compile(const train::CompileOptions& options) {
     if (!metric) throw InvalidArgument(label(state) + ".compile: a metric is empty");
     metrics.push_back(metric.get());
   }
-  state.optimizer = options.optimizer.get();
+  state.optimizer = mixed_precision::optimizer_for_policy(options.optimizer.get());
   state.loss = options.loss.get();
   state.metrics = std::move(metrics);
+  state.distribution = train::detail::current_distribution();
 }
 
 bool Model::compiled() const {
@@ -129,6 +213,10 @@ const train::Loss& Model::loss() const {
 
 std::vector<std::shared_ptr<train::Metric>> Model::metrics() const {
   return state_->metrics;
+}
+
+train::Mean& Model::loss_tracker() const {
+  return state_->epoch_loss;
 }
 
 void Model::set_verbose(int verbose) {
@@ -156,7 +244,10 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
     throw InvalidArgument(label(state) + ".fit: epochs must be positive, got " +
                           std::to_string(epochs));
   }
-  const int verbose = options.verbose.value_or(state.verbose);
+  // Under a strategy only the chief worker shows progress.
+  const int verbose = state.distribution && !state.distribution->is_chief()
+                          ? 0
+                          : options.verbose.value_or(state.verbose);
   require_verbose(verbose, "Model::fit");
   const std::int64_t steps = dataset.num_batches();
   if (steps < 1) {
@@ -164,12 +255,27 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
                           std::to_string(dataset.num_examples()) + " examples, batch size " +
                           std::to_string(dataset.batch_size()) + ")");
   }
+  if (options.initial_epoch < 0 || options.initial_epoch > epochs) {
+    throw InvalidArgument(label(state) +
+                          ".fit: initial_epoch must be in [0, epochs = " + std::to_string(epochs) +
+                          "], got " + std::to_string(options.initial_epoch));
+  }
+  if (options.initial_step < 0 || options.initial_step > steps ||
+      (options.initial_step > 0 && options.initial_epoch == epochs)) {
+    throw InvalidArgument(label(state) + ".fit: initial_step must be in [0, " +
+                          std::to_string(steps) + "] (the batches per epoch) within an epoch " +
+                          "still to run, got " + std::to_string(options.initial_step));
+  }
+  const std::int64_t planned_steps =
+      steps * (epochs - options.initial_epoch) - options.initial_step;
   const std::int64_t warmup =
-      options.warmup_steps.value_or(train::default_warmup_steps(steps * epochs));
+      options.warmup_steps.value_or(train::default_warmup_steps(planned_steps));
   if (warmup < 0) {
     throw InvalidArgument(label(state) + ".fit: warmup_steps must be >= 0, got " +
                           std::to_string(warmup));
   }
+
+  if (state.distribution) state.distribution->prepare(*this, dataset, epochs);
 
   // History first, so its epoch clock starts before other callbacks run; the progress bar last,
   // so it shows what the others left in the logs.
@@ -187,30 +293,48 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
   }
   for (const auto& callback : callbacks) {
     callback->set_model(this);
-    callback->set_params({epochs, steps, verbose});
+    callback->set_params({epochs, steps, verbose, dataset.batch_size(), dataset.num_examples()});
   }
 
   state.stop_training = false;
   Logs logs;
   for (const auto& callback : callbacks)
     callback->on_train_begin(logs);
-  train::Mean loss_tracker("loss");
+  train::Mean& loss_tracker = state.epoch_loss;
   std::vector<Tensor> variables;
-  for (int epoch = 0; epoch < epochs && !state.stop_training; ++epoch) {
-    loss_tracker.reset_state();
-    reset_metrics(state);
+  for (int epoch = options.initial_epoch; epoch < epochs && !state.stop_training; ++epoch) {
+    const std::int64_t skipped = epoch == options.initial_epoch ? options.initial_step : 0;
+    // A resumed epoch keeps the loss and metrics its checkpoint restored.
+    if (skipped == 0) {
+      loss_tracker.reset_state();
+      reset_metrics(state);
+    }
     logs.clear();
     for (const auto& callback : callbacks)
       callback->on_epoch_begin(epoch, logs);
 
     const std::unique_ptr<data::BatchIterator> batches = dataset.iterate(epoch);
-    std::int64_t step = 0;
+    // The batches trained before the restart: an epoch's order depends only on the epoch, so
+    // drawing and dropping them puts the iterator where the interrupted run was.
+    for (std::int64_t done = 0; done < skipped; ++done) {
+      if (!batches->next()) {
+        throw InvalidArgument(label(state) + ".fit: the dataset ended after " +
+                              std::to_string(done) + " batches of epoch " + std::to_string(epoch) +
+                              " while skipping the " + std::to_string(skipped) +
+                              " already trained; resume with the dataset the run used");
+      }
+    }
+    std::int64_t step = skipped;
     double step_start = now_seconds();
-    while (std::optional<data::Batch> batch = batches->next()) {
+    while (std::optional<data::Batch> batch = observe::next_batch(*batches)) {
+      const double input_wait = now_seconds() - step_start;
       for (const auto& callback : callbacks)
         callback->on_train_batch_begin(step, logs);
-      const auto [y_pred, loss] =
-          train_step(*this, state, batch->features, batch->labels, variables);
+      const auto [y_pred, loss] = within_memory(batch->features.dim(0), [&] {
+        return state.distribution
+                   ? distributed_step(*this, state, *batch, variables)
+                   : train_step(*this, state, batch->features, batch->labels, variables);
+      });
       const std::int64_t examples = batch->features.dim(0);
       loss_tracker.update_state(loss.item(), static_cast<double>(examples));
       for (const auto& metric : state.metrics)
@@ -219,7 +343,7 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
       for (const auto& callback : callbacks)
         callback->on_train_batch_end(step, logs);
       const double step_end = now_seconds();
-      history->record_step(step_end - step_start, examples);
+      history->record_step(step_end - step_start, examples, input_wait);
       step_start = step_end;
       ++step;
       if (state.stop_training) break;
@@ -228,15 +352,22 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
       throw InvalidArgument(label(state) + ".fit: the dataset yielded no batch in epoch " +
                             std::to_string(epoch));
     }
+    write_logs(state, loss_tracker.result(), logs);
+    const data::PassReport input = batches->report();
+    history->record_input_report(input.skipped, input.advice);
     if (options.validation_data != nullptr) {
       for (const auto& [key, value] : evaluate(*options.validation_data))
         logs["val_" + key] = value;
     }
     for (const auto& callback : callbacks)
       callback->on_epoch_end(epoch, logs);
+    if (verbose > 0 && input.skipped > 0) {
+      std::cout << "Epoch " << epoch + 1 << ": " << input.skipped_summary << "\n";
+    }
   }
   for (const auto& callback : callbacks)
     callback->on_train_end(logs);
+  if (verbose > 0) warn_if_input_bound(*history);
   return *history;
 }
 
@@ -279,12 +410,13 @@ train::Logs Model::evaluate(const data::Dataset& dataset) {
   reset_metrics(state);
   train::Mean loss_tracker("loss");
   const std::unique_ptr<data::BatchIterator> batches = dataset.iterate(0);
-  while (std::optional<data::Batch> batch = batches->next()) {
-    const Tensor y_pred = call(batch->features, /*training=*/false);
-    loss_tracker.update_state((*state.loss)(batch->labels, y_pred).item(),
-                              static_cast<double>(batch->features.dim(0)));
+  while (std::optional<data::Batch> next = batches->next()) {
+    const data::Batch batch = on_model_device(state, *next);
+    const Tensor y_pred = call(batch.features, /*training=*/false);
+    loss_tracker.update_state((*state.loss)(batch.labels, y_pred).item(),
+                              static_cast<double>(batch.features.dim(0)));
     for (const auto& metric : state.metrics)
-      metric->update_state(batch->labels, y_pred);
+      metric->update_state(batch.labels, y_pred);
   }
   Logs logs;
   write_logs(state, loss_tracker.result(), logs);
@@ -305,12 +437,14 @@ Tensor Model::predict(const Tensor& x, std::int64_t batch_size) {
     throw InvalidArgument(label(*state_) + ".predict: x must be a tensor with a batch dimension");
   }
   NoGradGuard no_grad;
-  const std::int64_t total = x.dim(0);
-  if (total <= batch_size) return call(x, /*training=*/false);
+  const Tensor input =
+      state_->distribution ? x.to(state_->distribution->input_device()) : x;  // (N, ...)
+  const std::int64_t total = input.dim(0);
+  if (total <= batch_size) return call(input, /*training=*/false);
   Tensor predictions;  // (N, ...)
   for (std::int64_t start = 0; start < total; start += batch_size) {
     const std::int64_t count = std::min(batch_size, total - start);
-    const Tensor y = call(detail::rows(x, start, count), /*training=*/false);
+    const Tensor y = call(detail::rows(input, start, count), /*training=*/false);
     if (!predictions.defined()) {
       Shape shape = y.shape();
       shape[0] = total;
@@ -326,7 +460,8 @@ train::Logs Model::train_on_batch(const Tensor& x, const Tensor& y) {
   require_compiled(state, "train_on_batch");
   require_examples(state, "train_on_batch", x, y);
   std::vector<Tensor> variables;
-  const auto [y_pred, loss] = train_step(*this, state, x, y, variables);
+  const auto [y_pred, loss] =
+      within_memory(x.dim(0), [&] { return train_step(*this, state, x, y, variables); });
   reset_metrics(state);
   for (const auto& metric : state.metrics)
     metric->update_state(y, y_pred);

@@ -33,6 +33,13 @@ Tensor log_probabilities(const Tensor& probabilities) {
   return log(clipped);
 }
 
+// Losses compute in float32 when the model's outputs are bf16/f16 (mixed precision), as Keras'
+// do: the log and the mean over the batch need float32's precision and range.
+Tensor in_float32(const Tensor& y_pred) {
+  const bool half = y_pred.dtype() == DType::bf16 || y_pred.dtype() == DType::f16;
+  return half ? cast(y_pred, DType::f32) : y_pred;
+}
+
 Tensor as_dtype(const Tensor& x, DType dtype) {
   return x.dtype() == dtype ? x : cast(x, dtype);
 }
@@ -56,7 +63,9 @@ std::shared_ptr<Loss> Loss::from_name(const std::string& name) {
                         "mean_squared_error (mse), or pass a train::Loss object");
 }
 
-Tensor SparseCategoricalCrossentropy::operator()(const Tensor& y_true, const Tensor& y_pred) const {
+Tensor SparseCategoricalCrossentropy::operator()(const Tensor& y_true,
+                                                 const Tensor& predictions) const {
+  const Tensor y_pred = in_float32(predictions);
   constexpr const char* kName = "SparseCategoricalCrossentropy";
   require_scores(kName, y_pred);
   const Shape& scores = y_pred.shape();
@@ -87,7 +96,8 @@ Tensor SparseCategoricalCrossentropy::operator()(const Tensor& y_true, const Ten
   return neg(mean(sum(mul(one_hot, log_probabilities(rows)), {-1})));
 }
 
-Tensor CategoricalCrossentropy::operator()(const Tensor& y_true, const Tensor& y_pred) const {
+Tensor CategoricalCrossentropy::operator()(const Tensor& y_true, const Tensor& predictions) const {
+  const Tensor y_pred = in_float32(predictions);
   constexpr const char* kName = "CategoricalCrossentropy";
   require_scores(kName, y_pred);
   if (y_true.shape() != y_pred.shape()) {
@@ -102,7 +112,8 @@ Tensor CategoricalCrossentropy::operator()(const Tensor& y_true, const Tensor& y
   return neg(mean(sum(mul(targets, log_p), {-1})));
 }
 
-Tensor MeanSquaredError::operator()(const Tensor& y_true, const Tensor& y_pred) const {
+Tensor MeanSquaredError::operator()(const Tensor& y_true, const Tensor& predictions) const {
+  const Tensor y_pred = in_float32(predictions);
   if (y_true.shape() != y_pred.shape()) {
     throw InvalidArgument("MeanSquaredError: y_true " + shape_str(y_true.shape()) +
                           " must match y_pred " + shape_str(y_pred.shape()));

@@ -2,6 +2,7 @@
 // a copy of N integers per batch), and the running mean fit uses for the loss.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include "tandem/autodiff.h"
 #include "tandem/ops.h"
@@ -71,6 +72,48 @@ std::shared_ptr<Metric> Metric::from_name(const std::string& name) {
                         "or pass a train::Metric object");
 }
 
+namespace {
+
+void require_variable_count(const std::string& metric, const std::vector<double>& values,
+                            std::size_t expected) {
+  if (values.size() != expected) {
+    throw InvalidArgument(metric + ".set_variables: expects " + std::to_string(expected) +
+                          " values, got " + std::to_string(values.size()) +
+                          "; pass what variables() returned");
+  }
+}
+
+// A count kept as double in a checkpoint: a non-negative whole number.
+std::int64_t whole_count(const std::string& metric, double value) {
+  if (!(value >= 0.0 && value <= 9007199254740992.0 && value == std::floor(value))) {
+    throw InvalidArgument(metric + ".set_variables: counts must be whole numbers >= 0, got " +
+                          std::to_string(value));
+  }
+  return static_cast<std::int64_t>(value);
+}
+
+}  // namespace
+
+void Metric::set_variables(const std::vector<double>& values) {
+  require_variable_count(name(), values, 0);
+}
+
+std::vector<double> MatchRate::variables() const {
+  return {static_cast<double>(correct_), static_cast<double>(total_)};
+}
+
+void MatchRate::set_variables(const std::vector<double>& values) {
+  require_variable_count(name(), values, 2);
+  const std::int64_t correct = whole_count(name(), values[0]);
+  const std::int64_t total = whole_count(name(), values[1]);
+  if (correct > total) {
+    throw InvalidArgument(name() + ".set_variables: " + std::to_string(correct) + " correct of " +
+                          std::to_string(total) + " is impossible");
+  }
+  correct_ = correct;
+  total_ = total;
+}
+
 double MatchRate::result() const {
   return total_ > 0 ? static_cast<double>(correct_) / static_cast<double>(total_) : 0.0;
 }
@@ -129,6 +172,12 @@ void Mean::update_state(double value, double weight) {
 
 void Mean::reset_state() {
   total_ = weight_ = 0.0;
+}
+
+void Mean::set_variables(const std::vector<double>& values) {
+  require_variable_count(name_, values, 2);
+  total_ = values[0];
+  weight_ = values[1];
 }
 
 }  // namespace tandem::train

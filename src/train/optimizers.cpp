@@ -85,6 +85,94 @@ std::shared_ptr<Optimizer> Optimizer::from_name(const std::string& name) {
                         "'; choose sgd, adam or adamw, or pass a train::Optimizer object");
 }
 
+std::vector<std::string> Optimizer::slot_names() const {
+  std::vector<std::string> names;
+  for (int i = 0; i < num_slots_; ++i)
+    names.push_back("slot_" + std::to_string(i));
+  return names;
+}
+
+OptimizerState Optimizer::state(const std::vector<Tensor>& variables) const {
+  OptimizerState saved;
+  saved.iterations = iterations_;
+  saved.accumulated_calls = accumulated_calls_;
+  saved.loss_scale = loss_scale_state();
+  for (const Tensor& variable : variables) {
+    std::vector<Tensor> copies;
+    if (const auto found = slots_.find(variable.id()); found != slots_.end()) {
+      for (const Tensor& slot : found->second)
+        copies.push_back(slot.clone());
+    }
+    saved.slots.push_back(std::move(copies));
+    const auto pending = accumulated_.find(variable.id());
+    saved.accumulated.push_back(pending != accumulated_.end() ? pending->second.clone() : Tensor());
+  }
+  return saved;
+}
+
+void Optimizer::load_state(const std::vector<Tensor>& variables, const OptimizerState& state) {
+  const std::string where = name() + ".load_state: ";
+  if (state.slots.size() != variables.size() || state.accumulated.size() != variables.size()) {
+    throw InvalidArgument(where + "the state holds " + std::to_string(state.slots.size()) +
+                          " variables' slots but " + std::to_string(variables.size()) +
+                          " variables were given; restore it into the model it was saved from");
+  }
+  if (state.iterations < 0 || state.accumulated_calls < 0 ||
+      state.accumulated_calls >= options_.gradient_accumulation_steps) {
+    throw InvalidArgument(where + "iterations " + std::to_string(state.iterations) +
+                          " and accumulated calls " + std::to_string(state.accumulated_calls) +
+                          " do not fit an optimizer accumulating over " +
+                          std::to_string(options_.gradient_accumulation_steps) + " steps");
+  }
+  auto require_like = [&](const Tensor& value, const Tensor& variable, std::size_t index,
+                          const std::string& what) {
+    if (value.shape() != variable.shape() || value.dtype() != variable.dtype()) {
+      throw InvalidArgument(where + "the " + what + " of " + variable_label(variable, index) +
+                            " is " + dtype_name(value.dtype()) + " " + shape_str(value.shape()) +
+                            " but the variable is " + dtype_name(variable.dtype()) + " " +
+                            shape_str(variable.shape()));
+    }
+  };
+  const std::vector<std::string> names = slot_names();
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    const std::vector<Tensor>& slots = state.slots[i];
+    if (!slots.empty() && static_cast<int>(slots.size()) != num_slots_) {
+      throw InvalidArgument(where + variable_label(variables[i], i) + " has " +
+                            std::to_string(slots.size()) + " slots in the state but " + name() +
+                            " keeps " + std::to_string(num_slots_) +
+                            "; restore the state into the optimizer it was saved from");
+    }
+    for (std::size_t k = 0; k < slots.size(); ++k)
+      require_like(slots[k], variables[i], i, names[k] + " slot");
+    if (state.accumulated[i].defined()) {
+      require_like(state.accumulated[i], variables[i], i, "accumulated gradient");
+    }
+  }
+  if (state.loss_scale) set_loss_scale_state(*state.loss_scale);
+  // Everything fits: replace the state, with copies of our own on each variable's device.
+  iterations_ = state.iterations;
+  accumulated_calls_ = state.accumulated_calls;
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    const std::uint64_t id = variables[i].id();
+    const Device device = variables[i].device();
+    slots_.erase(id);
+    accumulated_.erase(id);
+    if (!state.slots[i].empty()) {
+      std::vector<Tensor>& slots = slots_[id];
+      for (const Tensor& slot : state.slots[i])
+        slots.push_back(slot.to(device).clone());
+    }
+    if (state.accumulated[i].defined()) accumulated_[id] = state.accumulated[i].to(device).clone();
+  }
+}
+
+void Optimizer::set_loss_scale_state(const LossScaleState&) {
+  throw InvalidArgument(name() +
+                        " does not scale the loss, so it cannot take a loss-scale state; restore "
+                        "the checkpoint into a model compiled with the loss-scaling optimizer "
+                        "(mixed_float16) it was saved from");
+}
+
 void Optimizer::apply_gradients(const std::vector<Tensor>& gradients,
                                 const std::vector<Tensor>& variables) {
   if (gradients.size() != variables.size()) {
@@ -109,15 +197,17 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& gradients,
   }
   // Updates change variables in place; no tape may record them as part of a computation.
   NoGradGuard no_grad;
+  std::vector<Tensor> accepted = gradients;
+  if (!accept_gradients(accepted)) return;
   const std::int64_t steps = options_.gradient_accumulation_steps;
   if (steps == 1) {
-    apply_now(gradients, variables);
+    apply_now(accepted, variables);
     return;
   }
   for (std::size_t i = 0; i < variables.size(); ++i) {
-    if (!gradients[i].defined()) continue;
-    auto [entry, inserted] = accumulated_.try_emplace(variables[i].id(), gradients[i]);
-    if (!inserted) entry->second = add(entry->second, gradients[i]);
+    if (!accepted[i].defined()) continue;
+    auto [entry, inserted] = accumulated_.try_emplace(variables[i].id(), accepted[i]);
+    if (!inserted) entry->second = add(entry->second, accepted[i]);
   }
   if (++accumulated_calls_ < steps) return;
   std::vector<Tensor> averaged(variables.size());
@@ -160,6 +250,11 @@ SGD::SGD(LearningRate learning_rate, double momentum, bool nesterov, OptimizerOp
       momentum_(momentum),
       nesterov_(nesterov) {
   require_unit_interval("SGD", "momentum", momentum);
+}
+
+std::vector<std::string> SGD::slot_names() const {
+  if (momentum_ > 0.0) return {"momentum"};
+  return {};
 }
 
 void SGD::update(Tensor& variable, const Tensor& gradient, std::vector<Tensor>& slots,

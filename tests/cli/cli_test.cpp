@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "cli/cli_runner.h"
+#include "tandem/cuda.h"
 #include "tandem/runtime.h"
 
 namespace tandem::testing {
@@ -59,7 +60,8 @@ TEST(Cli, NoCommandIsAUsageError) {
 }
 
 TEST(Cli, UnknownCommandListsTheCommands) {
-  expect_error({"frobnicate"}, 2, {"unknown command 'frobnicate'", "train, devices, help"});
+  expect_error({"frobnicate"}, 2,
+               {"unknown command 'frobnicate'", "train, devices, ", "doctor, launch", ", help"});
   expect_error({"help", "frobnicate"}, 2, {"unknown command 'frobnicate'"});
   expect_error({"--frobnicate"}, 2, {"unknown option '--frobnicate'"});
 }
@@ -81,13 +83,16 @@ TEST(Cli, EverySubcommandHasHelp) {
   EXPECT_EQ(run_cli({"help", "devices"}).out, devices_help.out);
 }
 
-TEST(Cli, DevicesDescribesTheCpuAndTheMissingGpuBackend) {
+TEST(Cli, DevicesDescribesTheCpuAndWhyThereIsNoGpu) {
   const CliResult result = run_cli({"devices"});
   EXPECT_EQ(result.status, 0) << result.err;
   expect_contains(result.out, "cpu:0");
   expect_contains(result.out, "topology");
   expect_contains(result.out, "oneDNN");
-  expect_contains(result.out, "has no GPU backend");
+  // The test machines have no GPU and no TPU.
+  expect_contains(result.out, "gpu    none: ");
+  expect_contains(result.out, "tpu    none: ");
+  expect_contains(result.out, "strategy auto: OneDevice(cpu)");
 }
 
 TEST(Cli, DevicesJsonParses) {
@@ -97,7 +102,7 @@ TEST(Cli, DevicesJsonParses) {
   ASSERT_TRUE(json.valid()) << result.out;
   EXPECT_EQ(json.top_level().count("cpu"), 1u);
   EXPECT_EQ(json.top_level().at("gpus"), "[]");
-  EXPECT_EQ(json.top_level().at("gpu_backend_built"), "false");
+  EXPECT_EQ(json.top_level().at("gpu_backend_built"), cuda::status().built ? "true" : "false");
   expect_contains(json.top_level().at("cpu"), "\"isa\"");
   expect_contains(json.top_level().at("cpu"), "\"AVX2\"");
   expect_contains(json.top_level().at("cpu"), "\"threads\"");
@@ -167,7 +172,7 @@ TEST(Cli, TrainsOnATinyDatasetAndWritesTheReport) {
                "--seed", "7", "--data-dir", dir.path().string(), "--report", report});
   ASSERT_EQ(result.status, 0) << result.err;
   expect_contains(result.out, "device: cpu");
-  expect_contains(result.out, "has no GPU backend");
+  expect_contains(result.out, "strategy: OneDevice(cpu), chosen by --strategy auto");
   expect_contains(result.out, "test accuracy: ");
   expect_contains(result.out, "samples/s");
   JsonChecker json(slurp(report));

@@ -266,6 +266,42 @@ std::map<OpKind, Case> gradient_cases() {
         },
         {random_tensor({batch, classes})});
   };
+  cases[K::gather] = [] {
+    const std::int64_t rows = random_extent(2, 5), count = random_extent(1, 6);
+    std::vector<std::int64_t> ids;
+    for (std::int64_t i = 0; i < count; ++i)
+      ids.push_back(random_extent(0, rows - 1));
+    ids.push_back(ids.front());  // a repeated index: its rows' gradients add up
+    const Tensor indices = reshape(Tensor::from_vector(ids, {count + 1}), {1, count + 1});
+    expect_gradients_match([indices](const auto& in) { return gather(in[0], indices); },
+                           {random_tensor({rows, random_extent(1, 3), 2})});
+  };
+  cases[K::scatter_add] = [] {
+    const std::int64_t rows = random_extent(2, 5), count = random_extent(1, 6);
+    std::vector<std::int32_t> ids;
+    for (std::int64_t i = 0; i < count; ++i)
+      ids.push_back(static_cast<std::int32_t>(random_extent(0, rows - 1)));
+    const Tensor indices = Tensor::from_vector(ids, {count});
+    expect_gradients_match(
+        [indices, rows](const auto& in) { return scatter_add(in[0], indices, rows); },
+        {random_tensor({count, random_extent(1, 4)})});
+  };
+  cases[K::layer_norm] = [] {
+    const std::int64_t features = random_extent(2, 6);
+    expect_gradients_match([](const auto& in) { return layer_norm(in[0], in[1], in[2], 1e-3).y; },
+                           {random_tensor({random_extent(1, 3), random_extent(1, 3), features}),
+                            random_tensor({features}), random_tensor({features})},
+                           {1e-6, 1e-5, {}});
+    // The statistics as outputs too: their gradients flow back to x.
+    expect_gradients_match(
+        [](const auto& in) {
+          const LayerNormResult result = layer_norm(in[0], in[1], in[2], 1e-3);
+          return result.y * 0.5 + reshape(result.mean * 2.0 + result.rstd, {-1, 1});
+        },
+        {random_tensor({random_extent(1, 4), features}), random_tensor({features}),
+         random_tensor({features})},
+        {1e-6, 1e-5, {}});
+  };
   return cases;
 }
 

@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/window_kernels.h"
+#include "tandem/runtime.h"
 
 namespace tandem::cpu {
 namespace {
@@ -337,7 +338,10 @@ void conv_kernel(const KernelContext& c) {
   const DType dtype = c.inputs[0].dtype();
   // oneDNN rejects zero-sized tensors; the loops write the zeros (or nothing) they call for.
   const bool empty = shape_numel(g.input_shape()) == 0 || shape_numel(g.output_shape()) == 0;
-  if ((dtype == DType::f32 || dtype == DType::bf16) && !empty) {
+  // oneDNN's backward-filter splits the sum over the batch across threads, so its result
+  // depends on the thread count; deterministic mode sums in the loops' fixed order instead.
+  const bool thread_dependent = c.kind == OpKind::conv2d_backward_filter && deterministic();
+  if ((dtype == DType::f32 || dtype == DType::bf16) && !empty && !thread_dependent) {
     switch (c.kind) {
       case OpKind::conv2d:
         return conv_forward_onednn(c, g);

@@ -17,10 +17,13 @@ namespace cpu {
 
 std::uint32_t dtype_mask(std::initializer_list<DType> dtypes) {
   std::uint32_t mask = 0;
-  for (DType dtype : dtypes) mask |= 1u << static_cast<unsigned>(dtype);
+  for (DType dtype : dtypes)
+    mask |= 1u << static_cast<unsigned>(dtype);
   return mask;
 }
-std::uint32_t all_dtypes_mask() { return (1u << kNumDTypes) - 1; }
+std::uint32_t all_dtypes_mask() {
+  return (1u << kNumDTypes) - 1;
+}
 std::uint32_t floating_dtypes_mask() {
   return dtype_mask({DType::f32, DType::f64, DType::bf16, DType::f16});
 }
@@ -41,6 +44,8 @@ class CpuBackend final : public Backend {
     register_loss_kernels(kernels_);
     register_dropout_kernels(kernels_);
     register_optimizer_kernels(kernels_);
+    register_gather_kernels(kernels_);
+    register_layer_norm_kernels(kernels_);
   }
   DeviceType device_type() const override { return DeviceType::cpu; }
   const char* name() const override { return "cpu"; }
@@ -73,16 +78,24 @@ dnnl::stream& onednn_stream() {
 std::optional<dnnl::memory::data_type> onednn_data_type(DType dtype) {
   using dt = dnnl::memory::data_type;
   switch (dtype) {
-    case DType::f32: return dt::f32;
-    case DType::bf16: return dt::bf16;
-    case DType::f16: return dt::f16;
-    case DType::i32: return dt::s32;
-    case DType::u8: return dt::u8;
-    default: return std::nullopt;
+    case DType::f32:
+      return dt::f32;
+    case DType::bf16:
+      return dt::bf16;
+    case DType::f16:
+      return dt::f16;
+    case DType::i32:
+      return dt::s32;
+    case DType::u8:
+      return dt::u8;
+    default:
+      return std::nullopt;
   }
 }
 
-bool onednn_supports(DType dtype) { return onednn_data_type(dtype).has_value(); }
+bool onednn_supports(DType dtype) {
+  return onednn_data_type(dtype).has_value();
+}
 
 dnnl::memory::dims onednn_dims(const Shape& shape) {
   if (shape.empty()) return {1};
@@ -92,7 +105,8 @@ dnnl::memory::dims onednn_dims(const Shape& shape) {
 dnnl::memory::desc plain_desc(const Shape& shape, DType dtype) {
   const dnnl::memory::dims dims = onednn_dims(shape);
   dnnl::memory::dims strides(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * dims[i + 1];
   return dnnl::memory::desc(dims, *onednn_data_type(dtype), strides);
 }
 
@@ -121,23 +135,45 @@ void set_num_threads(int threads) {
   omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs());
 }
 
-int num_threads() { return omp_get_max_threads(); }
+int num_threads() {
+  return omp_get_max_threads();
+}
 
-const char* version() { return TANDEM_VERSION; }
+const char* version() {
+  return TANDEM_VERSION;
+}
 
 std::string cpu_backend_description() {
   const dnnl_version_t* onednn = dnnl_version();
   std::string isa;
   switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::sse41: isa = "sse4.1"; break;
-    case dnnl::cpu_isa::avx: isa = "avx"; break;
-    case dnnl::cpu_isa::avx2: isa = "avx2"; break;
-    case dnnl::cpu_isa::avx2_vnni: isa = "avx2_vnni"; break;
-    case dnnl::cpu_isa::avx512_core: isa = "avx512_core"; break;
-    case dnnl::cpu_isa::avx512_core_vnni: isa = "avx512_core_vnni"; break;
-    case dnnl::cpu_isa::avx512_core_bf16: isa = "avx512_core_bf16"; break;
-    case dnnl::cpu_isa::avx512_core_amx: isa = "avx512_core_amx"; break;
-    default: isa = "baseline"; break;
+    case dnnl::cpu_isa::sse41:
+      isa = "sse4.1";
+      break;
+    case dnnl::cpu_isa::avx:
+      isa = "avx";
+      break;
+    case dnnl::cpu_isa::avx2:
+      isa = "avx2";
+      break;
+    case dnnl::cpu_isa::avx2_vnni:
+      isa = "avx2_vnni";
+      break;
+    case dnnl::cpu_isa::avx512_core:
+      isa = "avx512_core";
+      break;
+    case dnnl::cpu_isa::avx512_core_vnni:
+      isa = "avx512_core_vnni";
+      break;
+    case dnnl::cpu_isa::avx512_core_bf16:
+      isa = "avx512_core_bf16";
+      break;
+    case dnnl::cpu_isa::avx512_core_amx:
+      isa = "avx512_core_amx";
+      break;
+    default:
+      isa = "baseline";
+      break;
   }
   return "oneDNN " + std::to_string(onednn->major) + "." + std::to_string(onednn->minor) + "." +
          std::to_string(onednn->patch) + " (" + isa + ")";

@@ -8,6 +8,7 @@
 #include "backend/cpu/loops.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/primitive_cache.h"
+#include "tandem/runtime.h"
 
 namespace tandem::cpu {
 namespace {
@@ -59,6 +60,21 @@ void matmul_loops(const KernelContext& c, const MatmulShape& s) {
   const std::int64_t a_depth_stride = s.transpose_a ? s.m : 1;
   const std::int64_t a_batch_stride = s.m * s.k;
   const std::int64_t b_batch_stride = s.b_batched ? s.k * s.n : 0;
+  // A transposed B is first copied into (K, N) rows, so the inner loop below reads it
+  // contiguously (deterministic mode runs every f32 product here); each sum still adds its
+  // terms in the same order.
+  std::vector<T> b_rows;
+  if (s.transpose_b) {
+    const std::int64_t entries = s.b_batched ? s.batch : 1;
+    b_rows.resize(static_cast<std::size_t>(entries * s.k * s.n));
+    for (std::int64_t e = 0; e < entries; ++e) {
+      for (std::int64_t j = 0; j < s.n; ++j) {
+        for (std::int64_t p = 0; p < s.k; ++p)
+          b_rows[static_cast<std::size_t>((e * s.k + p) * s.n + j)] = b[(e * s.n + j) * s.k + p];
+      }
+    }
+    b = b_rows.data();
+  }
   parallel_for(s.batch * s.m, s.k * s.n, [&](std::int64_t begin, std::int64_t end) {
     std::vector<Acc> row(static_cast<std::size_t>(s.n));  // (N,)
     for (std::int64_t r = begin; r < end; ++r) {
@@ -70,15 +86,9 @@ void matmul_loops(const KernelContext& c, const MatmulShape& s) {
         row[j] = bias ? static_cast<Acc>(bias[j]) : Acc(0);
       for (std::int64_t p = 0; p < s.k; ++p) {
         const Acc a_value = static_cast<Acc>(a_entry[i * a_row_stride + p * a_depth_stride]);
-        if (s.transpose_b) {
-          for (std::int64_t j = 0; j < s.n; ++j) {
-            row[j] += a_value * static_cast<Acc>(b_entry[j * s.k + p]);
-          }
-        } else {
-          const T* b_row = b_entry + p * s.n;
-          for (std::int64_t j = 0; j < s.n; ++j)
-            row[j] += a_value * static_cast<Acc>(b_row[j]);
-        }
+        const T* b_row = b_entry + p * s.n;
+        for (std::int64_t j = 0; j < s.n; ++j)
+          row[j] += a_value * static_cast<Acc>(b_row[j]);
       }
       T* out_row = out + r * s.n;
       for (std::int64_t j = 0; j < s.n; ++j)
@@ -142,8 +152,13 @@ void matmul_kernel(const KernelContext& c) {
   const MatmulShape s = matmul_shape(c);
   if (c.outputs[0].numel() == 0) return;
   const DType dtype = c.inputs[0].dtype();
-  // oneDNN rejects empty products (K = 0); the loops give the bias (or zeros) there.
-  if ((dtype == DType::f32 || dtype == DType::bf16) && s.k > 0 && matmul_onednn(c, s)) return;
+  // oneDNN rejects empty products (K = 0); the loops give the bias (or zeros) there. Its GEMM
+  // may split K across threads (a thread-count-dependent sum), so deterministic mode uses the
+  // loops, which give each output row to one thread.
+  if ((dtype == DType::f32 || dtype == DType::bf16) && s.k > 0 && !deterministic() &&
+      matmul_onednn(c, s)) {
+    return;
+  }
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) matmul_loops<T>(c, s);

@@ -9,6 +9,7 @@
 #include "backend/cpu/loops.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/primitive_cache.h"
+#include "tandem/runtime.h"
 
 namespace tandem::cpu {
 namespace {
@@ -313,8 +314,12 @@ bool use_onednn(const Tensor& x) {
   return (x.dtype() == DType::f32 || x.dtype() == DType::bf16) && x.numel() > 0;
 }
 
+// oneDNN sums the batch statistics and the gradients of gamma and beta per thread, so they
+// depend on the thread count; deterministic mode uses the loops' fixed slices. Inference has no
+// sums and keeps oneDNN.
 void batch_norm_kernel(const KernelContext& c) {
-  if (use_onednn(c.inputs[0]) && batch_norm_onednn(c)) return;
+  const bool training = c.inputs.size() == 3;
+  if (use_onednn(c.inputs[0]) && !(training && deterministic()) && batch_norm_onednn(c)) return;
   visit_dtype(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<compute_type_t<T>>) batch_norm_loops<T>(c);
@@ -322,7 +327,7 @@ void batch_norm_kernel(const KernelContext& c) {
 }
 
 void batch_norm_backward_kernel(const KernelContext& c) {
-  if (use_onednn(c.inputs[1]) && batch_norm_backward_onednn(c)) return;
+  if (use_onednn(c.inputs[1]) && !deterministic() && batch_norm_backward_onednn(c)) return;
   visit_dtype(c.inputs[1].dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<compute_type_t<T>>) batch_norm_backward_loops<T>(c);

@@ -10,6 +10,7 @@
 #include "backend/cpu/loops.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/strided_copy.h"
+#include "tandem/runtime.h"
 
 namespace tandem::cpu {
 namespace {
@@ -29,7 +30,8 @@ std::optional<ReductionBlock> contiguous_block(const Shape& shape,
   ReductionBlock block;
   int phase = 0;  // 0: before the reduced block, 1: inside it, 2: after it
   for (std::size_t i = 0; i < shape.size(); ++i) {
-    const bool reduced = std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(i)) != axes.end();
+    const bool reduced =
+        std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(i)) != axes.end();
     if (shape[i] == 1) continue;
     if (reduced) {
       if (phase == 2) return std::nullopt;
@@ -57,9 +59,11 @@ void reduce_block(const T* in, T* out, const ReductionBlock& block, Reduction re
         const T* row = in + a * R;
         C accumulator = reduction == Reduction::max ? static_cast<C>(row[0]) : C(0);
         if (reduction == Reduction::max) {
-          for (std::int64_t r = 1; r < R; ++r) accumulator = std::max(accumulator, static_cast<C>(row[r]));
+          for (std::int64_t r = 1; r < R; ++r)
+            accumulator = std::max(accumulator, static_cast<C>(row[r]));
         } else {
-          for (std::int64_t r = 0; r < R; ++r) accumulator += static_cast<C>(row[r]);
+          for (std::int64_t r = 0; r < R; ++r)
+            accumulator += static_cast<C>(row[r]);
         }
         out[a] = convert_element<T>(C(accumulator / divisor));
       }
@@ -76,17 +80,21 @@ void reduce_block(const T* in, T* out, const ReductionBlock& block, Reduction re
       const std::int64_t b0 = (item % chunks) * chunk;
       const std::int64_t width = std::min(chunk, B - b0);
       const T* base = in + a * R * B + b0;
-      for (std::int64_t b = 0; b < width; ++b) accumulator[b] = reduction == Reduction::max ? static_cast<C>(base[b]) : C(0);
+      for (std::int64_t b = 0; b < width; ++b)
+        accumulator[b] = reduction == Reduction::max ? static_cast<C>(base[b]) : C(0);
       for (std::int64_t r = reduction == Reduction::max ? 1 : 0; r < R; ++r) {
         const T* row = base + r * B;
         if (reduction == Reduction::max) {
-          for (std::int64_t b = 0; b < width; ++b) accumulator[b] = std::max(accumulator[b], static_cast<C>(row[b]));
+          for (std::int64_t b = 0; b < width; ++b)
+            accumulator[b] = std::max(accumulator[b], static_cast<C>(row[b]));
         } else {
-          for (std::int64_t b = 0; b < width; ++b) accumulator[b] += static_cast<C>(row[b]);
+          for (std::int64_t b = 0; b < width; ++b)
+            accumulator[b] += static_cast<C>(row[b]);
         }
       }
       T* destination = out + a * B + b0;
-      for (std::int64_t b = 0; b < width; ++b) destination[b] = convert_element<T>(C(accumulator[b] / divisor));
+      for (std::int64_t b = 0; b < width; ++b)
+        destination[b] = convert_element<T>(C(accumulator[b] / divisor));
     }
   });
 }
@@ -123,7 +131,8 @@ void onednn_reduction(const KernelContext& c, Reduction reduction) {
   const Tensor& x = c.inputs[0];
   const std::vector<std::int64_t>& axes = c.attrs.get_ints("axes");
   Shape kept_shape = x.shape();
-  for (std::int64_t axis : axes) kept_shape[static_cast<std::size_t>(axis)] = 1;
+  for (std::int64_t axis : axes)
+    kept_shape[static_cast<std::size_t>(axis)] = 1;
   const dnnl::memory::desc src_desc = plain_desc(x.shape(), x.dtype());
   const dnnl::memory::desc dst_desc = plain_desc(kept_shape, x.dtype());
   const dnnl::algorithm algorithm = reduction == Reduction::sum    ? dnnl::algorithm::reduction_sum
@@ -131,16 +140,18 @@ void onednn_reduction(const KernelContext& c, Reduction reduction) {
                                                                    : dnnl::algorithm::reduction_max;
   const auto pd = dnnl::reduction::primitive_desc(
       dnnl::reduction::desc(algorithm, src_desc, dst_desc, 0.0f, 0.0f), onednn_engine());
-  execute(dnnl::reduction(pd), {{DNNL_ARG_SRC, wrap(src_desc, x)},
-                                {DNNL_ARG_DST, wrap(dst_desc, c.outputs[0])}});
+  execute(dnnl::reduction(pd),
+          {{DNNL_ARG_SRC, wrap(src_desc, x)}, {DNNL_ARG_DST, wrap(dst_desc, c.outputs[0])}});
 }
 
 template <Reduction kReduction>
 void reduce_kernel(const KernelContext& c) {
   const Tensor& x = c.inputs[0];
   const std::vector<std::int64_t>& axes = c.attrs.get_ints("axes");
+  // oneDNN's reduction splits large sums across threads; deterministic mode keeps the loops,
+  // where one thread sums each output element.
   if ((x.dtype() == DType::f32 || x.dtype() == DType::bf16) && x.numel() >= kOneDnnMinElements &&
-      x.rank() <= DNNL_MAX_NDIMS) {
+      x.rank() <= DNNL_MAX_NDIMS && !deterministic()) {
     return onednn_reduction(c, kReduction);
   }
   Tensor source = x;
@@ -152,8 +163,8 @@ void reduce_kernel(const KernelContext& c) {
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
-      reduce_block(static_cast<const T*>(source.raw_data()), static_cast<T*>(c.outputs[0].raw_data()),
-                   *block, kReduction);
+      reduce_block(static_cast<const T*>(source.raw_data()),
+                   static_cast<T*>(c.outputs[0].raw_data()), *block, kReduction);
     }
   });
 }
@@ -170,23 +181,24 @@ void argmax_kernel(const KernelContext& c) {
     using T = decltype(tag);
     using C = compute_type_t<T>;
     const T* in = static_cast<const T*>(x.raw_data());
-    parallel_for(block.outer * block.inner, block.reduced, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t item = begin; item < end; ++item) {
-        const std::int64_t a = item / block.inner;
-        const std::int64_t b = item % block.inner;
-        const T* column = in + a * block.reduced * block.inner + b;
-        std::int64_t best = 0;
-        C best_value = static_cast<C>(column[0]);
-        for (std::int64_t r = 1; r < block.reduced; ++r) {
-          const C value = static_cast<C>(column[r * block.inner]);
-          if (value > best_value) {  // first maximum wins, as in TensorFlow
-            best_value = value;
-            best = r;
-          }
-        }
-        out[item] = best;
-      }
-    });
+    parallel_for(block.outer * block.inner, block.reduced,
+                 [&](std::int64_t begin, std::int64_t end) {
+                   for (std::int64_t item = begin; item < end; ++item) {
+                     const std::int64_t a = item / block.inner;
+                     const std::int64_t b = item % block.inner;
+                     const T* column = in + a * block.reduced * block.inner + b;
+                     std::int64_t best = 0;
+                     C best_value = static_cast<C>(column[0]);
+                     for (std::int64_t r = 1; r < block.reduced; ++r) {
+                       const C value = static_cast<C>(column[r * block.inner]);
+                       if (value > best_value) {  // first maximum wins, as in TensorFlow
+                         best_value = value;
+                         best = r;
+                       }
+                     }
+                     out[item] = best;
+                   }
+                 });
   });
 }
 

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# The GPU check, in one call on a GPU machine (which needs no build tools, package registry or
+# network): unpacks a bundle made by scripts/gpu-bundle.sh on a development machine, then
+#   1. lists the devices,
+#   2. runs the CUDA parity tests (every op against the CPU reference, gradients included),
+#   3. trains the tutorial CNN on Fashion-MNIST for 5 epochs on the GPU and checks >= 90% test
+#      accuracy,
+#   4. benchmarks ResNet-50 training (synthetic 224x224 data, batch 256) in fp32 and bf16, Tandem
+#      against PyTorch on the same GPU (channels-last, AMP), and prints images/s and the ratios
+#      against the targets (bf16 >= 1.3x PyTorch AMP and >= 6,000 img/s; bf16 >= 2.5x fp32),
+#   5. runs the device and strategy checks (scripts/gpu-check-distribute.sh) when present.
+# Every step's output is shown; the logs, the benchmark table and results.json (everything, with
+# the summary) go to $OUT (the device tool's output folder) or ./gpu-check-out. Exits 1 when a
+# check failed; a missed performance target is reported, not a failure.
+#
+#   scripts/gpu-check.sh [BUNDLE] [--skip-distribute]
+#       BUNDLE  default gpu-bundle/tandem-gpu.tar.xz
+#
+# cuDNN, cuBLASLt and NCCL come from the machine: the nvidia-* packages of the python3 that has
+# PyTorch, and /usr/local/cuda; LD_LIBRARY_PATH is set to them and the bundle's lib/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bundle=gpu-bundle/tandem-gpu.tar.xz
+run_distribute=1
+for argument in "$@"; do
+  case "$argument" in
+    --skip-distribute) run_distribute=0 ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) bundle=$argument ;;
+  esac
+done
+results=${OUT:-$PWD/gpu-check-out}
+mkdir -p "$results"
+work=$(mktemp -d /tmp/tandem-gpu-check.XXXXXX)
+failures=()
+summary=()
+
+note() { summary+=("$1"); echo ">> $1"; }
+failed() { failures+=("$1"); note "FAIL: $1"; }
+
+echo "== unpacking $bundle"
+[ -f "$bundle" ] || { echo "gpu-check: no bundle at $bundle; make one with scripts/gpu-bundle.sh" >&2; exit 1; }
+tar -C "$work" -xJf "$bundle" || { echo "gpu-check: $bundle is not a readable xz tarball" >&2; exit 1; }
+root=$work/tandem-gpu
+cat "$root/MANIFEST"
+
+# The CUDA libraries Tandem loads at run time: the Python environment's NVIDIA packages
+# (cuDNN, cuBLAS/cuBLASLt, NCCL, ...), PyTorch's own lib folder, the CUDA installation.
+library_path=$(python3 - <<'EOF' 2>/dev/null
+import glob, importlib.util, os
+folders = []
+spec = importlib.util.find_spec("nvidia")
+for base in (spec.submodule_search_locations if spec else []):
+    for folder in sorted(glob.glob(os.path.join(base, "**", "lib"), recursive=True)):
+        if glob.glob(os.path.join(folder, "*.so*")):
+            folders.append(folder)
+torch = importlib.util.find_spec("torch")
+if torch and torch.origin:
+    folders.append(os.path.join(os.path.dirname(torch.origin), "lib"))
+print(":".join(folders))
+EOF
+)
+for folder in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/nvidia/lib64; do
+  [ -d "$folder" ] && library_path=$library_path:$folder
+done
+export LD_LIBRARY_PATH=$root/lib:$library_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PATH=$root/bin:$PATH
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
+
+echo "== 1. devices"
+tandem devices || failed "tandem devices"
+
+echo "== 2. CUDA parity tests"
+parity_log=$results/parity.log
+tandem_backend_tests --gtest_color=no 2>&1 | tee "$parity_log"
+parity_status=${PIPESTATUS[0]}
+if [ "$parity_status" -ne 0 ]; then
+  failed "parity tests (status $parity_status; see parity.log)"
+elif grep -q "SKIPPED.*CudaParity" "$parity_log"; then
+  failed "parity tests skipped: the backend saw no usable GPU (see parity.log)"
+else
+  note "parity tests passed ($(grep -c '^\[       OK \]' "$parity_log") tests)"
+fi
+
+echo "== 3. the tutorial CNN on Fashion-MNIST, 5 epochs on the GPU"
+cnn_report=$results/cnn.json
+if tandem train --strategy gpu --epochs 5 --data-dir "$root/data" --report "$cnn_report"; then
+  accuracy=$(python3 -c "import json; print(json.load(open('$cnn_report'))['test_accuracy'])")
+  if python3 -c "import sys; sys.exit(0 if $accuracy >= 0.90 else 1)"; then
+    note "tutorial CNN: test accuracy $accuracy (>= 0.90)"
+  else
+    failed "tutorial CNN: test accuracy $accuracy, below 0.90"
+  fi
+else
+  failed "tandem train on the GPU"
+fi
+
+echo "== 4. ResNet-50 training, synthetic 224x224, batch 256"
+for precision in fp32 bf16; do
+  echo "-- Tandem $precision"
+  if zoo_throughput --device cuda --model resnet50 --precision "$precision" --batch-size 256 \
+    --image-size 224 --classes 1000 | tee "$work/tandem_$precision.out"; then
+    tail -1 "$work/tandem_$precision.out" >"$results/tandem_resnet50_$precision.json"
+  else
+    failed "Tandem ResNet-50 $precision"
+  fi
+  echo "-- PyTorch $precision"
+  if python3 bench/peers/torch_resnet50.py --precision "$precision" --batch-size 256 |
+    tee "$results/pytorch_resnet50_$precision.json"; then :; else
+    failed "PyTorch ResNet-50 $precision"
+  fi
+done
+python3 - "$results" <<'EOF' | tee "$results/benchmark.txt"
+import json, os, sys
+results = sys.argv[1]
+def rate(name):
+    try:
+        return json.load(open(os.path.join(results, name)))["samples_per_sec"]
+    except (OSError, ValueError, KeyError):
+        return None
+rows = {p: (rate(f"tandem_resnet50_{p}.json"), rate(f"pytorch_resnet50_{p}.json")) for p in ("fp32", "bf16")}
+print("ResNet-50 training, synthetic 224x224, batch 256 (images/s, median of 3 windows of 20 steps)")
+print(f"{'':6} {'Tandem':>10} {'PyTorch':>10} {'Tandem/PyTorch':>15}")
+for precision, (tandem, torch) in rows.items():
+    ratio = f"{tandem / torch:.2f}" if tandem and torch else "-"
+    print(f"{precision:6} {tandem or '-':>10} {torch or '-':>10} {ratio:>15}")
+t32, t16 = rows["fp32"][0], rows["bf16"][0]
+p16 = rows["bf16"][1]
+def target(label, value, goal):
+    if value is None:
+        print(f"{label}: not measured (target >= {goal})")
+    else:
+        print(f"{label}: {value:.2f} ({'meets' if value >= goal else 'MISSES'} the target >= {goal})")
+target("Tandem bf16 / PyTorch AMP bf16", t16 / p16 if t16 and p16 else None, 1.3)
+target("Tandem bf16 images/s", t16, 6000)
+target("Tandem bf16 / Tandem fp32", t16 / t32 if t16 and t32 else None, 2.5)
+EOF
+
+if [ "$run_distribute" -eq 1 ] && [ -x scripts/gpu-check-distribute.sh ]; then
+  echo "== 5. devices and strategies (scripts/gpu-check-distribute.sh)"
+  if scripts/gpu-check-distribute.sh "$root/bin/tandem" "$root/data"; then
+    note "device and strategy checks passed"
+  else
+    failed "device and strategy checks (scripts/gpu-check-distribute.sh)"
+  fi
+fi
+
+echo "== summary"
+printf '%s\n' "${summary[@]}"
+python3 - "$results" "${#failures[@]}" "${summary[@]}" <<'EOF'
+import glob, json, os, sys
+results, failures = sys.argv[1], int(sys.argv[2])
+report = {"failures": failures, "summary": sys.argv[3:]}
+for path in glob.glob(os.path.join(results, "*.json")):
+    if os.path.basename(path) == "results.json":
+        continue
+    try:
+        report[os.path.basename(path)[:-5]] = json.load(open(path))
+    except ValueError:
+        pass
+json.dump(report, open(os.path.join(results, "results.json"), "w"), indent=1)
+EOF
+rm -rf "$work"
+[ "${#failures[@]}" -eq 0 ]

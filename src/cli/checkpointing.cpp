@@ -1,0 +1,232 @@
+#include "cli/checkpointing.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+
+#include "cli/format.h"
+
+namespace tandem::cli {
+namespace {
+
+constexpr std::int64_t kDefaultKeep = 3;
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// The option names `spec` declares that take no value.
+bool is_flag(const CommandSpec& spec, const std::string& name) {
+  for (const OptionSpec& option : spec.options) {
+    if (option.name == name) return option.value_name.empty();
+  }
+  return false;
+}
+
+}  // namespace
+
+CommandSpec with_checkpointing_options(CommandSpec spec) {
+  spec.options.push_back({"--checkpoint-dir", "DIR",
+                          "write checkpoints (weights, optimizer state, RNG and data position) "
+                          "into DIR, atomically and in the background; a run killed at any "
+                          "moment resumes from the last one with --resume DIR"});
+  spec.options.push_back({"--checkpoint-every", "N",
+                          "also checkpoint every N training steps (default: at the end of each "
+                          "epoch only)"});
+  spec.options.push_back({"--keep-checkpoints", "N",
+                          "keep the newest N checkpoints, delete older ones (default " +
+                              std::to_string(kDefaultKeep) + "; 0 keeps all)"});
+  spec.options.push_back({"--keep-best", "LOG",
+                          "also keep the best checkpoint by this log: val_loss, val_accuracy "
+                          "(with --validation-split), loss or accuracy (lowest loss, highest "
+                          "accuracy)"});
+  spec.options.push_back({"--resume", "DIR",
+                          "continue the run whose checkpoints are in DIR (or the checkpoint "
+                          "DIR/ckpt-<step>) where it stopped, with its settings; checkpoints "
+                          "go on into DIR"});
+  spec.options.push_back({"--deterministic", "",
+                          "bit-identical results run to run and for any --threads: kernels sum "
+                          "in a fixed order (slower); with --resume the final weights equal an "
+                          "uninterrupted run's"});
+  spec.options.push_back({"--save-model", "DIR",
+                          "save the trained model (architecture JSON and safetensors weights) "
+                          "into DIR for tandem predict and tandem export"});
+  return spec;
+}
+
+CheckpointingOptions parse_checkpointing_options(const ParsedArgs& args) {
+  CheckpointingOptions options;
+  if (auto dir = args.value("--checkpoint-dir")) {
+    if (dir->empty()) throw UsageError("--checkpoint-dir needs a directory, got ''");
+    options.directory = *dir;
+  }
+  if (auto text = args.value("--checkpoint-every")) {
+    options.every_steps = parse_positive_integer("--checkpoint-every", *text);
+  }
+  if (auto text = args.value("--keep-checkpoints")) {
+    const std::uint64_t keep = parse_unsigned_integer("--keep-checkpoints", *text);
+    if (keep > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+      throw UsageError("--keep-checkpoints " + *text + " is too many");
+    }
+    options.keep = static_cast<int>(keep);
+  }
+  if (auto log = args.value("--keep-best")) {
+    static const std::vector<std::string> logs{"loss", "accuracy", "val_loss", "val_accuracy"};
+    if (!contains(logs, *log)) {
+      throw UsageError("--keep-best " + *log + ": choose loss, accuracy, val_loss or val_accuracy");
+    }
+    options.keep_best = *log;
+  }
+  if (auto dir = args.value("--resume")) {
+    if (dir->empty()) throw UsageError("--resume needs a checkpoint directory, got ''");
+    options.resume = *dir;
+    // A resumed run keeps checkpointing where it came from, unless told otherwise.
+    if (options.directory.empty()) {
+      const std::filesystem::path path(*dir);
+      const bool single = path.filename().string().starts_with("ckpt-");
+      options.directory = single ? path.parent_path().string() : *dir;
+    }
+  }
+  options.deterministic = args.has("--deterministic");
+  if (auto dir = args.value("--save-model")) {
+    if (dir->empty()) throw UsageError("--save-model needs a directory, got ''");
+    options.save_model = *dir;
+  }
+  if ((args.has("--checkpoint-every") || args.has("--keep-checkpoints") ||
+       args.has("--keep-best")) &&
+      options.directory.empty()) {
+    throw UsageError(
+        "--checkpoint-every, --keep-checkpoints and --keep-best need --checkpoint-dir DIR");
+  }
+  return options;
+}
+
+const std::vector<std::string>& run_defining_options() {
+  static const std::vector<std::string> names{
+      "--model", "--epochs",           "--batch-size",    "--lr",       "--lr-schedule",
+      "--seed",  "--validation-split", "--deterministic", "--precision"};
+  return names;
+}
+
+const std::vector<std::string>& carried_options() {
+  static const std::vector<std::string> names{"--data-dir", "--checkpoint-every",
+                                              "--keep-checkpoints", "--keep-best"};
+  return names;
+}
+
+ParsedArgs resumed_arguments(const CommandSpec& spec, const ParsedArgs& args,
+                             const io::CheckpointInfo& checkpoint,
+                             const std::function<io::RunConfig(const ParsedArgs&)>& canonical) {
+  const io::RunConfig& saved = checkpoint.config;
+  for (const std::string& name : run_defining_options()) {
+    if (!saved.contains(name)) {
+      throw UsageError("--resume " + checkpoint.path + ": the checkpoint does not record " + name +
+                       "; it was not written by `tandem train`");
+    }
+  }
+  const io::RunConfig given = canonical(args);
+  for (const std::string& name : run_defining_options()) {
+    if (!args.has(name) || given.at(name) == saved.at(name)) continue;
+    throw UsageError(name + " " + given.at(name) + " differs from the run being resumed (" + name +
+                     " " + saved.at(name) + " in " + checkpoint.path +
+                     "); a resumed run keeps its settings: drop " + name);
+  }
+  std::vector<std::string> merged;
+  for (const auto& [name, value] : saved) {
+    const bool run_option = contains(run_defining_options(), name);
+    if (!run_option && !(contains(carried_options(), name) && !args.has(name))) continue;
+    if (is_flag(spec, name)) {
+      if (value == "true") merged.push_back(name);
+    } else if (!value.empty()) {
+      merged.push_back(name + "=" + value);
+    }
+  }
+  for (const OptionSpec& option : spec.options) {
+    if (!args.has(option.name) || contains(run_defining_options(), option.name)) continue;
+    merged.push_back(option.value_name.empty() ? option.name
+                                               : option.name + "=" + *args.value(option.name));
+  }
+  return parse_args(spec, merged);
+}
+
+Checkpointing::Checkpointing(CheckpointingOptions options, io::RunConfig config,
+                             std::optional<io::CheckpointInfo> resume)
+    : options_(std::move(options)), config_(std::move(config)), resume_(std::move(resume)) {
+  if (options_.directory.empty()) return;
+  callback_ = std::make_shared<io::ModelCheckpoint>(
+      options_.directory, io::ModelCheckpointOptions{.every_steps = options_.every_steps,
+                                                     .every_epoch = true,
+                                                     .checkpoint = {.keep_last = options_.keep,
+                                                                    .monitor = options_.keep_best,
+                                                                    .mode = "auto",
+                                                                    .async = true,
+                                                                    .config = config_}});
+}
+
+void Checkpointing::prepare(nn::Model& model, const data::Dataset& training,
+                            train::FitOptions& fit_options, std::ostream* log) {
+  if (!options_.directory.empty()) {
+    // A fresh run never writes into another run's checkpoints; a resumed one only into its own.
+    const auto existing = io::latest_checkpoint(options_.directory);
+    bool same_run = existing.has_value() && resume_.has_value();
+    for (const std::string& name : run_defining_options()) {
+      same_run = same_run && existing->config.contains(name) &&
+                 existing->config.at(name) == config_.at(name);
+    }
+    if (existing && !same_run) {
+      throw UsageError("--checkpoint-dir " + options_.directory +
+                       " holds checkpoints of another run (the newest at step " +
+                       std::to_string(existing->position.step) + "); continue it with --resume " +
+                       options_.directory + ", or choose an empty directory");
+    }
+  }
+  if (!options_.save_model.empty()) {
+    // Fail now rather than after training: every layer must be able to describe itself.
+    for (const nn::Layer& layer : model.layers()) {
+      if (!layer.impl().config()) {
+        throw InvalidArgument("--save-model: layer '" + layer.name() + "' (" +
+                              layer.impl().class_name() +
+                              ") cannot be saved yet (it has no config); train without "
+                              "--save-model, or keep --checkpoint-dir for its weights");
+      }
+    }
+  }
+  if (!resume_) return;
+  if (resume_->steps_per_epoch != training.num_batches()) {
+    throw InvalidArgument(
+        "--resume " + resume_->path + ": the run had " + std::to_string(resume_->steps_per_epoch) +
+        " batches per epoch, this data gives " + std::to_string(training.num_batches()) +
+        "; resume with the data set the run used");
+  }
+  const io::CheckpointInfo restored = io::restore_checkpoint(resume_->path, model);
+  fit_options.initial_epoch = restored.position.epoch;
+  fit_options.initial_step = restored.position.batch;
+  if (log != nullptr) {
+    *log << "resumed: " << restored.path << " (step " << restored.position.step << ": epoch "
+         << restored.position.epoch + 1 << ", " << restored.position.batch << " of "
+         << restored.steps_per_epoch << " batches done)\n";
+  }
+}
+
+std::vector<std::shared_ptr<train::Callback>> Checkpointing::callbacks() const {
+  if (!callback_) return {};
+  return {callback_};
+}
+
+void Checkpointing::finish(const nn::Model& model, const std::vector<std::string>& class_names,
+                           std::ostream& out) {
+  if (callback_) {
+    out << "checkpoints: "
+        << plural(static_cast<std::int64_t>(callback_->saved().size()), "checkpoint")
+        << " written to " << options_.directory << " (training waited "
+        << fixed(1e3 * callback_->seconds_blocking(), 1) << " ms to copy the state; writing took "
+        << fixed(1e3 * callback_->seconds_writing(), 1) << " ms in the background)\n";
+  }
+  if (!options_.save_model.empty()) {
+    model.save(options_.save_model, class_names);
+    out << "model: saved to " << options_.save_model << "\n";
+  }
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,454 @@
+// `tandem data`: `inspect PATH` says what a data file or folder holds (format, count, shapes,
+// label histogram); `convert SOURCE DEST` writes an IDX or image-folder data set as a TFRecord
+// file of tf.train.Example records.
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "data/crc32c.h"
+#include "data/file_io.h"
+#include "data/idx.h"
+#include "tandem/image.h"
+#include "tandem/pipeline.h"
+#include "tandem/tfrecord.h"
+
+namespace tandem::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::int64_t kCifarRecordBytes = 3073;
+
+// ---- Reporting ----
+
+std::string classes_text(std::int64_t count) {
+  return std::to_string(count) + (count == 1 ? " class" : " classes");
+}
+
+// Label counts, printed one class a line with its share.
+class Histogram {
+ public:
+  void add(std::int64_t label) { ++counts_[label]; }
+  bool empty() const { return counts_.empty(); }
+
+  std::string str(const std::vector<std::string>& class_names = {}) const {
+    std::int64_t total = 0;
+    std::size_t width = 1;
+    for (const auto& [label, count] : counts_) {
+      total += count;
+      width = std::max(width, name(label, class_names).size());
+    }
+    std::string text =
+        "label histogram (" + classes_text(static_cast<std::int64_t>(counts_.size())) + "):\n";
+    for (const auto& [label, count] : counts_) {
+      const std::string shown = name(label, class_names);
+      text += "  " + shown + std::string(width - shown.size() + 2, ' ') + std::to_string(count) +
+              "  " + fixed(100.0 * static_cast<double>(count) / static_cast<double>(total), 1) +
+              "%\n";
+    }
+    return text;
+  }
+
+ private:
+  static std::string name(std::int64_t label, const std::vector<std::string>& class_names) {
+    const auto index = static_cast<std::size_t>(label);
+    if (label >= 0 && index < class_names.size()) {
+      return std::to_string(label) + " " + class_names[index];
+    }
+    return std::to_string(label);
+  }
+  std::map<std::int64_t, std::int64_t> counts_;
+};
+
+// The extents of images seen, as "(28, 28, 1)" when all agree, else ranges.
+class ShapeSummary {
+ public:
+  void add(std::int64_t height, std::int64_t width, std::int64_t channels) {
+    shapes_.insert({height, width, channels});
+  }
+  std::string str() const {
+    if (shapes_.empty()) return "none";
+    if (shapes_.size() == 1) return shape_str(*shapes_.begin());
+    std::int64_t low[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
+    std::int64_t high[3] = {0, 0, 0};
+    for (const Shape& shape : shapes_) {
+      for (std::size_t axis = 0; axis < 3; ++axis) {
+        low[axis] = std::min(low[axis], shape[axis]);
+        high[axis] = std::max(high[axis], shape[axis]);
+      }
+    }
+    auto range = [&](std::size_t axis) {
+      return low[axis] == high[axis]
+                 ? std::to_string(low[axis])
+                 : std::to_string(low[axis]) + ".." + std::to_string(high[axis]);
+    };
+    return std::to_string(shapes_.size()) + " distinct: height " + range(0) + ", width " +
+           range(1) + ", channels " + range(2);
+  }
+
+ private:
+  std::set<Shape> shapes_;
+};
+
+bool gzip_compressed(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return false;
+  unsigned char magic[2] = {0, 0};
+  const bool read = std::fread(magic, 1, 2, file) == 2;
+  std::fclose(file);
+  return read && magic[0] == 0x1F && magic[1] == 0x8B;
+}
+
+std::string compression_note(const std::string& path) {
+  return gzip_compressed(path) ? " (gzip-compressed)" : "";
+}
+
+// ---- Formats ----
+
+enum class Kind { idx, tfrecord, cifar10, image, unknown };
+
+// The first bytes of the (decompressed) file.
+std::vector<std::uint8_t> head_of(const std::string& path, std::size_t count) {
+  data::InputFile file(path);
+  std::vector<std::uint8_t> head(count);
+  head.resize(file.read(head.data(), count));
+  return head;
+}
+
+Kind kind_of_file(const std::string& path) {
+  const std::vector<std::uint8_t> head = head_of(path, 12);
+  if (head.size() >= 3 && head[0] == 0xFF && head[1] == 0xD8 && head[2] == 0xFF) return Kind::image;
+  if (head.size() >= 8 && head[0] == 0x89 && head[1] == 'P' && head[2] == 'N' && head[3] == 'G') {
+    return Kind::image;
+  }
+  if (head.size() >= 4 && head[0] == 0 && head[1] == 0 && head[3] >= 1 && head[3] <= 8 &&
+      (head[2] == 0x08 || head[2] == 0x09 || (head[2] >= 0x0B && head[2] <= 0x0E))) {
+    return Kind::idx;
+  }
+  if (head.size() == 12) {
+    std::uint32_t stored = 0;
+    for (int i = 3; i >= 0; --i)
+      stored = (stored << 8) | head[8 + static_cast<std::size_t>(i)];
+    if (data::mask_crc(data::crc32c({head.data(), 8})) == stored) return Kind::tfrecord;
+  }
+  std::error_code error;
+  const auto size = fs::file_size(path, error);
+  if (!error && size > 0 && size % kCifarRecordBytes == 0 && !gzip_compressed(path)) {
+    return Kind::cifar10;
+  }
+  return Kind::unknown;
+}
+
+void inspect_idx(const std::string& path) {
+  const data::IdxContents contents = data::read_idx_contents(path);
+  const Tensor& tensor = contents.tensor;
+  const Shape element_shape(tensor.shape().begin() + 1, tensor.shape().end());
+  std::cout << path << ": IDX file" << compression_note(path) << ", " << dtype_name(tensor.dtype())
+            << " " << shape_str(tensor.shape()) << "\n"
+            << "elements: " << tensor.dim(0) << " of shape " << shape_str(element_shape) << "\n";
+  if (tensor.rank() == 1 && !is_floating(tensor.dtype())) {
+    Histogram histogram;
+    for (const std::int64_t label : tensor.to_vector<std::int64_t>())
+      histogram.add(label);
+    std::cout << histogram.str();
+  }
+}
+
+void inspect_tfrecord(const std::string& path) {
+  data::TFRecordReader reader(path);
+  std::int64_t records = 0;
+  std::string features;
+  std::string image_note;
+  Histogram histogram;
+  while (std::optional<data::TFRecordReader::Record> record = reader.next()) {
+    const std::span<const std::uint8_t> bytes(
+        static_cast<const std::uint8_t*>(record->data.raw_data()),
+        static_cast<std::size_t>(record->data.numel()));
+    std::optional<data::Element> example;
+    try {
+      example =
+          data::parse_example(bytes, nullptr, path + ": record " + std::to_string(record->index));
+    } catch (const Error&) {
+      // Not every TFRecord file holds tf.train.Example records; count it all the same.
+    }
+    if (records == 0 && example) {
+      for (const auto& [name, value] : *example) {
+        const std::string kind = value.dtype() == DType::u8    ? "bytes"
+                                 : value.dtype() == DType::f32 ? "float"
+                                                               : "int64";
+        features +=
+            (features.empty() ? "" : ", ") + name + ": " + kind + " " + shape_str(value.shape());
+        if (value.dtype() == DType::u8 && value.rank() == 1 &&
+            image::sniff(value) != image::Format::unknown) {
+          const image::Info info = image::read_info(value);
+          image_note = name + ": " + (info.format == image::Format::jpeg ? "JPEG" : "PNG") + " " +
+                       shape_str({info.height, info.width, info.channels}) + " (first record)";
+        }
+      }
+    }
+    if (example && example->contains("label") && example->at("label").numel() == 1 &&
+        example->at("label").dtype() == DType::i64) {
+      histogram.add(static_cast<std::int64_t>(example->at("label").item()));
+    }
+    ++records;
+  }
+  std::cout << path << ": TFRecord file" << compression_note(path) << ", CRC-32C checked\n"
+            << "records: " << records << "\n";
+  if (!features.empty()) std::cout << "features (first record): " << features << "\n";
+  if (!image_note.empty()) std::cout << "images: " << image_note << "\n";
+  if (!histogram.empty()) std::cout << histogram.str();
+}
+
+void inspect_cifar10(const std::string& path) {
+  Histogram histogram;
+  std::int64_t count = 0;
+  data::ElementIterator elements = data::Pipeline::cifar10({path}).start();
+  while (std::optional<data::Element> element = elements.next()) {
+    histogram.add(static_cast<std::int64_t>(element->at("label").item()));
+    ++count;
+  }
+  std::cout << path << ": CIFAR-10 batch, " << count << " records\n"
+            << "elements: image u8 (32, 32, 3), label i32 ()\n"
+            << histogram.str();
+}
+
+void inspect_image(const std::string& path) {
+  const image::Info info = image::read_info(data::read_whole_file(path));
+  std::cout << path << ": " << (info.format == image::Format::jpeg ? "JPEG" : "PNG") << " image, "
+            << info.height << "x" << info.width << ", " << plural(info.channels, "channel") << "\n";
+}
+
+void inspect_image_folder(const std::string& path) {
+  const data::Pipeline folder = data::Pipeline::image_folder(path);
+  const std::vector<std::string> classes = folder.class_names();
+  Histogram histogram;
+  ShapeSummary shapes;
+  std::map<std::string, std::int64_t> formats;
+  data::ElementIterator elements = folder.start();
+  while (std::optional<data::Element> element = elements.next()) {
+    histogram.add(static_cast<std::int64_t>(element->at("label").item()));
+    try {
+      const image::Info info = image::read_info(element->at("image"));
+      ++formats[info.format == image::Format::jpeg ? "JPEG" : "PNG"];
+      shapes.add(info.height, info.width, info.channels);
+    } catch (const IoError&) {
+      ++formats["unreadable"];
+    }
+  }
+  std::string format_counts;
+  for (const auto& [format, count] : formats)
+    format_counts += (format_counts.empty() ? "" : ", ") + std::to_string(count) + " " + format;
+  std::cout << path << ": image folder, " << classes_text(static_cast<std::int64_t>(classes.size()))
+            << ", " << folder.cardinality() << " images (" << format_counts << ")\n"
+            << "image shapes: " << shapes.str() << "\n"
+            << histogram.str(classes);
+}
+
+// A folder holding Fashion-MNIST's (or MNIST's) IDX files.
+bool inspect_idx_folder(const std::string& path) {
+  bool found = false;
+  for (const std::string split : {"train", "t10k"}) {
+    data::IdxFiles files;
+    try {
+      files = data::fashion_mnist_files(path, split);
+    } catch (const IoError&) {
+      continue;
+    }
+    found = true;
+    const data::Pipeline pairs = data::Pipeline::idx(files.images, files.labels);
+    Histogram histogram;
+    Shape shape;
+    data::ElementIterator elements = pairs.start();
+    while (std::optional<data::Element> element = elements.next()) {
+      histogram.add(static_cast<std::int64_t>(element->at("label").item()));
+      shape = element->at("image").shape();
+    }
+    std::cout << split << ": " << pairs.cardinality() << " images " << shape_str(shape) << " ("
+              << files.images << ", " << files.labels << ")\n"
+              << histogram.str();
+  }
+  return found;
+}
+
+void inspect(const std::string& path) {
+  if (fs::is_directory(path)) {
+    if (inspect_idx_folder(path)) return;
+    bool has_class_folders = false;
+    for (const fs::directory_entry& entry : fs::directory_iterator(path))
+      has_class_folders |= entry.is_directory();
+    if (!has_class_folders) {
+      throw IoError(path +
+                    ": a folder with neither Fashion-MNIST IDX files nor class folders of "
+                    "images (root/<class>/<image>); pass a data file or such a folder");
+    }
+    inspect_image_folder(path);
+    return;
+  }
+  data::require_regular_file(path);
+  switch (kind_of_file(path)) {
+    case Kind::idx:
+      inspect_idx(path);
+      return;
+    case Kind::tfrecord:
+      inspect_tfrecord(path);
+      return;
+    case Kind::cifar10:
+      inspect_cifar10(path);
+      return;
+    case Kind::image:
+      inspect_image(path);
+      return;
+    case Kind::unknown:
+      break;
+  }
+  throw IoError(path +
+                ": not a data format Tandem reads (IDX, TFRecord, CIFAR-10 .bin, JPEG, "
+                "PNG, or a folder laid out <class>/<image>)");
+}
+
+// ---- convert ----
+
+// IDX images and labels: {"image": raw pixels, "label", "height", "width", "channels"}.
+data::Pipeline idx_examples(const std::string& images, const std::string& labels) {
+  return data::Pipeline::idx(images, labels)
+      .map(
+          [](data::Element element) {
+            const Tensor& image = element.at("image");  // (H, W, C)
+            if (image.dtype() != DType::u8) {
+              throw InvalidArgument(std::string("convert: the images are ") +
+                                    dtype_name(image.dtype()) +
+                                    "; only u8 IDX images convert to raw-pixel records");
+            }
+            data::Element example;
+            example.set("image", Tensor::from_storage(image.storage(), image.storage_offset(),
+                                                      {image.numel()}, DType::u8));
+            example.set("label", Tensor::scalar(element.at("label").item(), DType::i64));
+            example.set("height", Tensor::scalar(static_cast<double>(image.dim(0)), DType::i64));
+            example.set("width", Tensor::scalar(static_cast<double>(image.dim(1)), DType::i64));
+            example.set("channels",
+                        Tensor::scalar(static_cast<double>(image.rank() > 2 ? image.dim(2) : 1),
+                                       DType::i64));
+            return example;
+          },
+          {.name = "to_example"});
+}
+
+// An image folder: {"image": the encoded file, "label", "class", "format", "height", "width",
+// "channels"} (the sizes from the file's header).
+data::Pipeline folder_examples(const std::string& root) {
+  const data::Pipeline folder = data::Pipeline::image_folder(root);
+  const std::vector<std::string> classes = folder.class_names();
+  return folder.map(
+      [classes](data::Element element) {
+        const Tensor& bytes = element.at("image");
+        const image::Info info = image::read_info(bytes);
+        const auto label = static_cast<std::size_t>(element.at("label").item());
+        data::Element example;
+        example.set("image", bytes);
+        example.set("label", Tensor::scalar(static_cast<double>(label), DType::i64));
+        example.set("class", data::Element::bytes(classes.at(label)));
+        example.set("format",
+                    data::Element::bytes(info.format == image::Format::jpeg ? "jpeg" : "png"));
+        example.set("height", Tensor::scalar(static_cast<double>(info.height), DType::i64));
+        example.set("width", Tensor::scalar(static_cast<double>(info.width), DType::i64));
+        example.set("channels", Tensor::scalar(static_cast<double>(info.channels), DType::i64));
+        return example;
+      },
+      {.name = "to_example"});
+}
+
+int convert(const std::string& source, const std::string& destination, const ParsedArgs& args) {
+  const auto parent = fs::absolute(destination).parent_path();
+  if (!fs::is_directory(parent)) {
+    throw UsageError("convert: directory " + parent.string() + " of '" + destination +
+                     "' does not exist; create it or choose another path");
+  }
+  const data::Compression compression =
+      args.has("--gzip") ? data::Compression::gzip : data::Compression::none;
+  // The records, and the spec that reads them back.
+  const auto [examples, spec] = [&]() -> std::pair<data::Pipeline, std::string> {
+    if (fs::is_directory(source)) {
+      if (args.has("--labels")) {
+        throw UsageError(
+            "convert: --labels is for IDX images; an image folder's labels are its "
+            "class folders");
+      }
+      return {folder_examples(source),
+              "{\"image\", FeatureSpec::bytes()}, {\"label\", FeatureSpec::int64({}, DType::i32)}"};
+    }
+    data::require_regular_file(source);
+    if (kind_of_file(source) != Kind::idx) {
+      throw IoError(source +
+                    ": neither an IDX image file nor a folder of class folders; convert "
+                    "takes one of those");
+    }
+    const std::optional<std::string> labels = args.value("--labels");
+    if (!labels) {
+      throw UsageError(
+          "convert: IDX images need their labels: pass --labels FILE (e.g. "
+          "train-labels-idx1-ubyte.gz)");
+    }
+    return {idx_examples(source, *labels),
+            "{\"image\", FeatureSpec::bytes({H, W, C})}, {\"label\", FeatureSpec::int64({}, "
+            "DType::i32)}"};
+  }();
+  const std::int64_t written = data::write_tfrecord(examples, destination, compression);
+  std::cout << "wrote " << plural(written, "record") << " to " << destination
+            << (compression == data::Compression::gzip ? " (gzip)" : "") << "\n"
+            << "read it back with data::Pipeline::tfrecord({\"" << destination
+            << "\"}).map(data::parse_examples({" << spec << "}))\n";
+  return 0;
+}
+
+}  // namespace
+
+const CommandSpec& data_spec() {
+  static const CommandSpec spec{
+      "data",
+      "Inspect a data file or folder, or convert a data set to TFRecords",
+      "tandem data inspect PATH\n       tandem data convert SOURCE DEST [--labels FILE] [--gzip]",
+      "inspect: says what PATH holds: its format (IDX, TFRecord, CIFAR-10 batch, JPEG, PNG, a\n"
+      "folder of <class>/<image> files or of Fashion-MNIST's IDX files), the element count and\n"
+      "shapes, and the label histogram.\n"
+      "convert: writes SOURCE, an IDX image file (with --labels) or a folder of <class>/<image>\n"
+      "files, to DEST as a TFRecord file of tf.train.Example records: image (raw pixels or the\n"
+      "encoded file), label, height, width, channels (and class and format for image folders).",
+      {
+          {"--labels", "FILE", "convert: the IDX label file that goes with IDX images"},
+          {"--gzip", "", "convert: gzip-compress the TFRecord file (TensorFlow's \"GZIP\")"},
+      },
+      false,
+      "inspect PATH, or convert SOURCE DEST",
+  };
+  return spec;
+}
+
+int run_data(const ParsedArgs& args) {
+  const std::vector<std::string>& operands = args.operands();
+  const std::string& action = operands.front();
+  if (action == "inspect") {
+    if (operands.size() != 2) {
+      throw UsageError("'tandem data inspect' takes one PATH, got " +
+                       std::to_string(operands.size() - 1));
+    }
+    if (args.has("--labels") || args.has("--gzip")) {
+      throw UsageError("--labels and --gzip are options of 'tandem data convert', not inspect");
+    }
+    inspect(operands[1]);
+    return 0;
+  }
+  if (action == "convert") {
+    if (operands.size() != 3) {
+      throw UsageError("'tandem data convert' takes SOURCE and DEST, got " +
+                       plural(static_cast<std::int64_t>(operands.size() - 1), "argument"));
+    }
+    return convert(operands[1], operands[2], args);
+  }
+  throw UsageError("unknown action '" + action +
+                   "' for 'tandem data'; choose inspect or convert (run 'tandem data --help')");
+}
+
+}  // namespace tandem::cli

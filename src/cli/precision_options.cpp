@@ -1,0 +1,125 @@
+#include "cli/precision_options.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <ostream>
+
+#include "tandem/error.h"
+
+namespace tandem::cli {
+
+CommandSpec with_precision_options(CommandSpec spec) {
+  spec.options.push_back(
+      {"--precision", "P",
+       "fp32, bf16 (mixed_bfloat16: compute in bfloat16, variables float32) or fp16 "
+       "(mixed_float16, with dynamic loss scaling) (default fp32)"});
+  spec.options.push_back(
+      {"--memory-limit", "SIZE",
+       "cap what Tandem allocates on each training device, e.g. 512M or 8G (default: none); an "
+       "allocation past it fails as on a full device"});
+  spec.options.push_back(
+      {"--find-max-batch", "",
+       "first search the largest batch size that fits the device's memory (from --batch-size "
+       "up), then train with it"});
+  return spec;
+}
+
+PrecisionOptions parse_precision_options(const ParsedArgs& args) {
+  PrecisionOptions options;
+  if (auto text = args.value("--precision")) {
+    if (*text != "fp32" && *text != "bf16" && *text != "fp16") {
+      throw UsageError("unknown precision '" + *text +
+                       "' for --precision; choose fp32, bf16 or fp16");
+    }
+    options.precision = *text;
+  }
+  if (auto text = args.value("--memory-limit")) {
+    options.memory_limit = parse_memory_size("--memory-limit", *text);
+  }
+  options.find_max_batch = args.has("--find-max-batch");
+  return options;
+}
+
+std::string policy_name(const std::string& precision) {
+  if (precision == "bf16") return "mixed_bfloat16";
+  if (precision == "fp16") return "mixed_float16";
+  return "float32";
+}
+
+std::size_t parse_memory_size(const std::string& option, const std::string& text) {
+  std::size_t consumed = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(text, &consumed);
+  } catch (const std::exception&) {
+    consumed = 0;
+  }
+  std::string unit = text.substr(consumed);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (unit.size() == 2 && (unit[1] == 'i' || unit[1] == 'I')) unit.pop_back();
+  double scale = 1.0;
+  if (unit.size() == 1) {
+    const std::string units = "KMGT";
+    const std::size_t power = units.find(static_cast<char>(std::toupper(unit[0])));
+    if (power == std::string::npos) consumed = 0;
+    scale = std::pow(1024.0, static_cast<double>(power + 1));
+  } else if (!unit.empty()) {
+    consumed = 0;
+  }
+  const double bytes = value * scale;
+  if (consumed == 0 || !(bytes >= 1.0) || !std::isfinite(bytes)) {
+    throw UsageError(option + " needs a memory size such as 512M, 8G or 1073741824, got '" + text +
+                     "'");
+  }
+  return static_cast<std::size_t>(bytes);
+}
+
+std::int64_t find_max_batch(std::int64_t first, std::int64_t most,
+                            const std::function<bool(std::int64_t)>& fits, std::ostream* log) {
+  auto trial = [&](std::int64_t batch) {
+    const bool ok = fits(batch);
+    if (log) *log << "  batch size " << batch << ": " << (ok ? "fits" : "out of memory") << "\n";
+    return ok;
+  };
+  std::int64_t fitted = 0;         // the largest size known to fit
+  std::int64_t failed = most + 1;  // the smallest size known not to
+  std::int64_t batch = std::clamp<std::int64_t>(first, 1, most);
+  if (trial(batch)) {
+    fitted = batch;
+    while (fitted < most) {
+      batch = std::min(2 * fitted, most);
+      if (!trial(batch)) {
+        failed = batch;
+        break;
+      }
+      fitted = batch;
+    }
+  } else {
+    failed = batch;
+    while (failed > 1) {
+      batch = failed / 2;
+      if (trial(batch)) {
+        fitted = batch;
+        break;
+      }
+      failed = batch;
+    }
+    if (fitted == 0) {
+      throw Error(
+          "--find-max-batch: not even a batch of one example fits the device's memory; "
+          "use a smaller model, --precision bf16, or a larger --memory-limit");
+    }
+  }
+  while (failed - fitted > 1) {
+    batch = fitted + (failed - fitted) / 2;
+    if (trial(batch)) {
+      fitted = batch;
+    } else {
+      failed = batch;
+    }
+  }
+  return fitted;
+}
+
+}  // namespace tandem::cli

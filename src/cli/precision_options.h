@@ -1,0 +1,39 @@
+#pragma once
+// `tandem train`'s options for numbers and memory: --precision (fp32, bf16, fp16: Keras' dtype
+// policies float32, mixed_bfloat16, mixed_float16), --memory-limit (a cap on what Tandem
+// allocates on the training devices) and --find-max-batch (the largest batch that fits).
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <string>
+
+#include "cli/args.h"
+
+namespace tandem::cli {
+
+struct PrecisionOptions {
+  std::string precision = "fp32";  // fp32, bf16, fp16
+  std::size_t memory_limit = 0;    // bytes; 0: none
+  bool find_max_batch = false;
+};
+
+// The options, their help lines and their parsing.
+CommandSpec with_precision_options(CommandSpec spec);
+PrecisionOptions parse_precision_options(const ParsedArgs& args);
+
+// "float32", "mixed_bfloat16", "mixed_float16": the dtype policy --precision names.
+std::string policy_name(const std::string& precision);
+
+// "512M", "2G", "1.5GiB", "300000000": bytes (K, M, G, T are powers of 1024). Throws UsageError
+// naming the option.
+std::size_t parse_memory_size(const std::string& option, const std::string& text);
+
+// The largest batch size in [1, most] for which `fits` returns true, starting from `first`:
+// doubling while it fits, halving while it does not, then bisecting between the last size that
+// fitted and the first that did not. `fits` trains a step or two at the size and returns false
+// when it runs out of memory. Throws Error when not even one example fits.
+std::int64_t find_max_batch(std::int64_t first, std::int64_t most,
+                            const std::function<bool(std::int64_t)>& fits, std::ostream* log);
+
+}  // namespace tandem::cli

@@ -1,0 +1,280 @@
+// `tandem predict --model DIR INPUT...`: loads a saved model and prints the top classes of each
+// image. Inputs are recognised by their content: IDX files of images (gzipped or not, as
+// Fashion-MNIST ships them), PNG and JPEG (through tandem::image) and PGM (P2 and P5, 8 or 16
+// bits). Pixels are scaled to [0, 1] as the training data was; an image of another size is
+// resized, another channel count converted.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "tandem/data.h"
+#include "tandem/image.h"
+#include "tandem/io.h"
+#include "tandem/ops.h"
+
+namespace tandem::cli {
+namespace {
+
+constexpr std::int64_t kDefaultTop = 3;
+constexpr std::int64_t kPredictBatch = 256;
+
+std::vector<std::uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError("cannot open " + path + ": check the path");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+bool starts_with(const std::vector<std::uint8_t>& bytes, std::initializer_list<int> prefix) {
+  if (bytes.size() < prefix.size()) return false;
+  return std::equal(prefix.begin(), prefix.end(), bytes.begin(),
+                    [](int expected, std::uint8_t actual) { return expected == actual; });
+}
+
+// The next whitespace-separated token of a PGM header, skipping '#' comments.
+std::string pgm_token(const std::vector<std::uint8_t>& bytes, std::size_t& at,
+                      const std::string& path) {
+  while (at < bytes.size()) {
+    if (bytes[at] == '#') {
+      while (at < bytes.size() && bytes[at] != '\n')
+        ++at;
+    } else if (std::isspace(bytes[at])) {
+      ++at;
+    } else {
+      break;
+    }
+  }
+  std::string token;
+  while (at < bytes.size() && !std::isspace(bytes[at]) && bytes[at] != '#')
+    token += static_cast<char>(bytes[at++]);
+  if (token.empty()) throw IoError(path + ": the PGM header is truncated");
+  return token;
+}
+
+// A header number or an ASCII pixel: an integer of at least `minimum`.
+std::int64_t pgm_number(const std::vector<std::uint8_t>& bytes, std::size_t& at,
+                        const std::string& path, const char* what, std::int64_t minimum = 1) {
+  const std::string token = pgm_token(bytes, at, path);
+  if (!std::all_of(token.begin(), token.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      token.size() > 9 || std::stoll(token) < minimum) {
+    throw IoError(path + ": the PGM " + what + " '" + token +
+                  "' is not an integer >= " + std::to_string(minimum));
+  }
+  return std::stoll(token);
+}
+
+// A netpbm grey map as (H, W, 1) f32 in [0, 1].
+Tensor read_pgm(const std::vector<std::uint8_t>& bytes, const std::string& path) {
+  const bool ascii = bytes[1] == '2';
+  std::size_t at = 2;
+  const std::int64_t width = pgm_number(bytes, at, path, "width");
+  const std::int64_t height = pgm_number(bytes, at, path, "height");
+  const std::int64_t maxval = pgm_number(bytes, at, path, "maximum value");
+  if (maxval > 65535)
+    throw IoError(path + ": PGM maximum value " + std::to_string(maxval) + " is over 65535");
+  if (width * height > 100'000'000) {
+    throw IoError(path + ": a " + std::to_string(width) + "x" + std::to_string(height) +
+                  " image is too large");
+  }
+  Tensor image = Tensor::empty({height, width, 1}, DType::f32);  // (H, W, 1)
+  float* pixels = image.data<float>();
+  const std::int64_t count = width * height;
+  if (ascii) {
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::int64_t value = pgm_number(bytes, at, path, "pixel", 0);
+      if (value > maxval) {
+        throw IoError(path + ": PGM pixel " + std::to_string(i) + " is " + std::to_string(value) +
+                      ", over the maximum " + std::to_string(maxval));
+      }
+      pixels[i] = static_cast<float>(value) / static_cast<float>(maxval);
+    }
+    return image;
+  }
+  ++at;  // the single whitespace byte after the maximum value
+  const std::int64_t sample_bytes = maxval > 255 ? 2 : 1;
+  if (bytes.size() < at + static_cast<std::size_t>(count * sample_bytes)) {
+    throw IoError(path + ": the PGM data is truncated (" + std::to_string(bytes.size() - at) +
+                  " bytes for " + std::to_string(count) + " pixels)");
+  }
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::size_t offset = at + static_cast<std::size_t>(i * sample_bytes);
+    // 16-bit samples are big-endian.
+    const unsigned value =
+        sample_bytes == 2 ? (bytes[offset] << 8 | bytes[offset + 1]) : bytes[offset];
+    pixels[i] = static_cast<float>(value) / static_cast<float>(maxval);
+  }
+  return image;
+}
+
+// One image (H, W, C) f32 in [0, 1] fitted to the model's (height, width, channels).
+Tensor fit_image(Tensor image, const Shape& target, const std::string& what) {
+  const std::int64_t channels = target[2];
+  if (image.dim(2) != channels) {
+    if (image.dim(2) == 2 && channels == 1) {  // grey and alpha: the grey
+      image = slice(image, {0, 0, 0}, {-1, -1, 1});
+    } else if (image.dim(2) >= 3 && channels == 1) {
+      image = mean(slice(image, {0, 0, 0}, {-1, -1, 3}), {2}, /*keepdims=*/true);
+    } else if (image.dim(2) == 1 && channels == 3) {
+      image = concat({image, image, image}, 2);
+    } else {
+      throw InvalidArgument(what + " has " + std::to_string(image.dim(2)) +
+                            " channels; the model takes " + std::to_string(channels));
+    }
+  }
+  if (image.dim(0) != target[0] || image.dim(1) != target[1]) {
+    std::cerr << "tandem: note: " << what << " is " << image.dim(1) << "x" << image.dim(0)
+              << ", resized to the model's " << target[1] << "x" << target[0] << "\n";
+    image = image::resize(image, target[0], target[1]);
+  }
+  return image;
+}
+
+struct Inputs {
+  Tensor images;  // (N, H, W, C) f32
+  std::vector<std::string> labels;
+};
+
+// The images in `path`, fitted to the model's input.
+Inputs read_inputs(const std::string& path, const Shape& target) {
+  const std::vector<std::uint8_t> bytes = read_bytes(path);
+  Inputs inputs;
+  if (starts_with(bytes, {0x1F, 0x8B}) || starts_with(bytes, {0, 0})) {
+    Tensor images = data::read_idx(path);  // (N, H, W) or (N, H, W, C)
+    if (images.rank() == 3) {
+      images = reshape(images, {images.dim(0), images.dim(1), images.dim(2), 1});
+    }
+    if (images.rank() != 4) {
+      throw InvalidArgument(path + " holds IDX data of shape " + shape_str(images.shape()) +
+                            ", not images (N, H, W) or (N, H, W, C)");
+    }
+    const double scale = images.dtype() == DType::u8 ? 1.0 / 255.0 : 1.0;
+    images = cast(images, DType::f32) * scale;  // (N, H, W, C)
+    const Shape image_shape(images.shape().begin() + 1, images.shape().end());
+    std::vector<Tensor> fitted;
+    for (std::int64_t i = 0; i < images.dim(0); ++i) {
+      inputs.labels.push_back(path + "[" + std::to_string(i) + "]");
+      if (image_shape == target) continue;  // no image needs fitting
+      const Tensor image = reshape(slice(images, {i, 0, 0, 0}, {1, -1, -1, -1}), image_shape);
+      fitted.push_back(reshape(fit_image(image, target, inputs.labels.back()),
+                               {1, target[0], target[1], target[2]}));
+    }
+    if (image_shape == target) {
+      inputs.images = images;
+    } else {
+      inputs.images = fitted.size() == 1 ? fitted[0] : concat(fitted, 0);
+    }
+    return inputs;
+  }
+  Tensor image;
+  if (bytes.size() >= 2 && bytes[0] == 'P' && (bytes[1] == '2' || bytes[1] == '5')) {
+    image = read_pgm(bytes, path);
+  } else if (starts_with(bytes, {0x89, 'P', 'N', 'G'}) || starts_with(bytes, {0xFF, 0xD8, 0xFF})) {
+    Tensor encoded = Tensor::empty({static_cast<std::int64_t>(bytes.size())}, DType::u8);
+    std::memcpy(encoded.raw_data(), bytes.data(), bytes.size());
+    image = cast(image::decode(encoded, {}, path), DType::f32) * (1.0 / 255.0);  // (H, W, C)
+  } else {
+    throw InvalidArgument(path +
+                          " is not an input tandem predict reads: give an IDX file of "
+                          "images (gzipped or not), a PNG, a JPEG or a PGM image");
+  }
+  inputs.images = reshape(fit_image(image, target, path), {1, target[0], target[1], target[2]});
+  inputs.labels.push_back(path);
+  return inputs;
+}
+
+// Rows of probabilities: the outputs as they are when they already are (non-negative, summing
+// to 1), else their softmax (the zoo's models give logits).
+std::vector<std::vector<double>> probabilities(const Tensor& outputs) {
+  const std::int64_t classes = outputs.dim(-1);
+  std::vector<double> values = outputs.to_vector<double>();
+  bool already = true;
+  for (std::int64_t row = 0; row * classes < static_cast<std::int64_t>(values.size()); ++row) {
+    double total = 0.0;
+    for (std::int64_t k = 0; k < classes; ++k) {
+      const double value = values[static_cast<std::size_t>(row * classes + k)];
+      already &= value >= 0.0;
+      total += value;
+    }
+    already &= std::abs(total - 1.0) < 1e-4;
+  }
+  const Tensor normalized = already ? outputs : softmax(outputs, -1);
+  values = normalized.to_vector<double>();
+  std::vector<std::vector<double>> rows;
+  for (std::size_t start = 0; start < values.size(); start += static_cast<std::size_t>(classes)) {
+    rows.emplace_back(values.begin() + static_cast<std::ptrdiff_t>(start),
+                      values.begin() + static_cast<std::ptrdiff_t>(start + classes));
+  }
+  return rows;
+}
+
+}  // namespace
+
+const CommandSpec& predict_spec() {
+  static const CommandSpec spec = [] {
+    CommandSpec command{
+        "predict",
+        "Classify images with a saved model; print the top classes",
+        "tandem predict --model DIR [options] INPUT...",
+        "Loads the model that `tandem train --save-model DIR` (or Model::save) wrote and prints,\n"
+        "for every image, its most likely classes with their probabilities. An INPUT is an IDX\n"
+        "file of images (gzipped or not, e.g. Fashion-MNIST's t10k-images-idx3-ubyte.gz; every\n"
+        "image in it), or a PNG, JPEG or PGM (P2/P5, 8 or 16 bits) image. Pixels are scaled to\n"
+        "[0, 1] as in training; images of another size are resized, colour made grey or grey\n"
+        "made colour to fit the model.",
+        {
+            {"--model", "DIR", "the saved model's directory (required)"},
+            {"--top", "K",
+             "classes to print per image (default " + std::to_string(kDefaultTop) + ")"},
+        },
+    };
+    command.operands = "INPUT...";
+    return command;
+  }();
+  return spec;
+}
+
+int run_predict(const ParsedArgs& args) {
+  const std::optional<std::string> model_dir = args.value("--model");
+  if (!model_dir || model_dir->empty()) {
+    throw UsageError("'tandem predict' needs --model DIR, the directory of a saved model");
+  }
+  std::int64_t top = kDefaultTop;
+  if (auto text = args.value("--top")) top = parse_positive_integer("--top", *text);
+  const io::SavedModelInfo info = io::read_saved_model_info(*model_dir);
+  if (info.input_shape.size() != 3) {
+    throw InvalidArgument("the model in " + *model_dir + " takes inputs " +
+                          shape_str(info.input_shape) +
+                          "; tandem predict classifies images (H, W, C)");
+  }
+  nn::Model model = io::load_model(*model_dir);
+  for (const std::string& path : args.operands()) {
+    const Inputs inputs = read_inputs(path, info.input_shape);
+    const std::vector<std::vector<double>> rows =
+        probabilities(model.predict(inputs.images, kPredictBatch));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const std::vector<double>& row = rows[i];
+      std::vector<std::size_t> order(row.size());
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      const std::size_t shown = std::min(order.size(), static_cast<std::size_t>(top));
+      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown),
+                        order.end(), [&](std::size_t a, std::size_t b) { return row[a] > row[b]; });
+      std::cout << inputs.labels[i] << ":";
+      for (std::size_t k = 0; k < shown; ++k) {
+        const std::size_t label = order[k];
+        std::cout << (k ? ", " : " ")
+                  << (label < info.class_names.size() ? info.class_names[label]
+                                                      : "class " + std::to_string(label))
+                  << " " << fixed(row[label], 4);
+      }
+      std::cout << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,171 @@
+#include "cli/strategy_options.h"
+
+#include <ostream>
+
+#include "cli/cpu_info.h"
+#include "cli/format.h"
+#include "tandem/cuda.h"
+#include "tandem/runtime.h"
+
+namespace tandem::cli {
+namespace {
+
+constexpr const char* kStrategies = "auto, cpu, gpu, gpu:N, mirrored or multi-worker";
+
+// "gpu" and "gpu:N" name one GPU; nullopt for anything else.
+std::optional<Device> single_gpu(const std::string& name) {
+  if (name == "gpu") return Device::cuda(0);
+  if (!name.starts_with("gpu:")) return std::nullopt;
+  const std::string number = name.substr(4);
+  if (number.empty() || number.size() > 4 ||
+      number.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  return Device::cuda(std::stoi(number));
+}
+
+std::string device_description(Device device) {
+  if (device.type == DeviceType::cpu) {
+    return "cpu (" + probe_cpu().model + ", " + plural(num_threads(), "thread") + ", " +
+           cpu_backend_description() + ")";
+  }
+  const cuda::Status& status = cuda::status();
+  for (const cuda::DeviceProperties& properties : status.devices) {
+    if (properties.index == device.index) {
+      return device.str() + " (" + properties.name + ", compute capability " +
+             std::to_string(properties.major) + "." + std::to_string(properties.minor) + ", " +
+             format_bytes(static_cast<std::int64_t>(properties.total_memory)) + ")";
+    }
+  }
+  return device.str();
+}
+
+}  // namespace
+
+CommandSpec with_strategy_options(CommandSpec spec) {
+  spec.options.push_back(
+      {"--strategy", "NAME",
+       "where to train: auto (the best of TPU, several GPUs, one GPU, the CPU, with the reason "
+       "for each fallback), cpu, gpu or gpu:N (one GPU), mirrored (every local GPU), "
+       "multi-worker (one process per device, under mpirun or `tandem launch`) (default auto)"});
+  spec.options.push_back(
+      {"--lr-scaling", "RULE",
+       "none: --lr applies to the global batch as given; linear: multiplied by the number of "
+       "replicas (default none)"});
+  spec.options.push_back(
+      {"--join-timeout", "SECONDS",
+       "multi-worker: how long to wait for every worker to start (default 300)"});
+  spec.options.push_back({"--collective-timeout", "SECONDS",
+                          "multi-worker: how long one all-reduce may take before the workers "
+                          "stop, naming the missing ones (default 300)"});
+  spec.options.push_back({"--bucket-kib", "N",
+                          "multi-worker: gradients are all-reduced in buckets of about N KiB, "
+                          "started during the backward pass (default 64 on CPUs, 25600 on GPUs)"});
+  return spec;
+}
+
+StrategyOptions parse_strategy_options(const ParsedArgs& args) {
+  StrategyOptions options;
+  if (auto name = args.value("--strategy")) {
+    if (*name != "auto" && *name != "cpu" && *name != "mirrored" && *name != "multi-worker" &&
+        !single_gpu(*name)) {
+      throw UsageError("unknown strategy '" + *name + "' for --strategy; choose " + kStrategies);
+    }
+    options.name = *name;
+  }
+  if (auto rule = args.value("--lr-scaling")) {
+    if (*rule != "none" && *rule != "linear") {
+      throw UsageError("unknown rule '" + *rule + "' for --lr-scaling; choose none or linear");
+    }
+    options.lr_scaling = *rule == "linear" ? distribute::LearningRateScaling::linear
+                                           : distribute::LearningRateScaling::none;
+  }
+  if (auto text = args.value("--join-timeout")) {
+    options.multi_worker.join_timeout_seconds = parse_positive_number("--join-timeout", *text);
+  }
+  if (auto text = args.value("--collective-timeout")) {
+    options.multi_worker.collective_timeout_seconds =
+        parse_positive_number("--collective-timeout", *text);
+  }
+  if (auto text = args.value("--bucket-kib")) {
+    const std::int64_t kib = parse_positive_integer("--bucket-kib", *text);
+    if (kib > (std::int64_t{1} << 22)) {
+      throw UsageError("--bucket-kib must be at most 4194304 (4 GiB), got '" + *text + "'");
+    }
+    options.multi_worker.bucket_bytes = static_cast<std::size_t>(kib) * 1024;
+  }
+  return options;
+}
+
+std::shared_ptr<distribute::Strategy> make_strategy(const StrategyOptions& options) {
+  try {
+    if (options.name == "auto") {
+      return distribute::Strategy::auto_select(nullptr, options.multi_worker);
+    }
+    if (options.name == "cpu") return std::make_shared<distribute::OneDevice>(Device::cpu());
+    if (options.name == "mirrored") return std::make_shared<distribute::Mirrored>();
+    if (options.name == "multi-worker") {
+      return std::make_shared<distribute::MultiWorker>(options.multi_worker);
+    }
+    return std::make_shared<distribute::OneDevice>(*single_gpu(options.name));
+  } catch (const distribute::DeviceUnavailable& error) {
+    throw distribute::DeviceUnavailable("--strategy " + options.name + ": " + error.what());
+  }
+}
+
+void describe_strategy(const distribute::Strategy& strategy, const StrategyOptions& options,
+                       std::int64_t per_replica_batch_size, std::ostream& out) {
+  out << "device: " << device_description(strategy.devices().front()) << "\n";
+  const int replicas = strategy.num_replicas_in_sync();
+  out << "strategy: " << strategy.description();
+  if (replicas > 1) {
+    out << ", global batch " << strategy.global_batch_size(per_replica_batch_size) << " = "
+        << per_replica_batch_size << " per replica x " << replicas << " replicas";
+  }
+  out << (options.name == "auto" ? ", chosen by --strategy auto" : "") << "\n";
+  for (const std::string& line : strategy.selection_log()) {
+    if (!line.starts_with("chose ")) out << "  " << line << "\n";
+  }
+}
+
+std::string strategy_device(const distribute::Strategy& strategy) {
+  return strategy.devices().front().str();
+}
+
+namespace {
+
+double step_seconds(const train::History& history) {
+  double total = 0;
+  for (const std::vector<double>& epoch : history.step_seconds()) {
+    for (const double seconds : epoch)
+      total += seconds;
+  }
+  return total;
+}
+
+}  // namespace
+
+void print_communication(const distribute::Strategy& strategy, const train::History& history,
+                         std::ostream& out) {
+  const distribute::CommunicationStats stats = strategy.communication_stats();
+  const double total = step_seconds(history);
+  if (stats.steps == 0 || total <= 0) return;
+  out << "all-reduce: " << fixed(100.0 * stats.wait_seconds / total, 1)
+      << "% of the step time waiting for the other workers, "
+      << fixed(100.0 * stats.pack_seconds / total, 1) << "% packing ("
+      << fixed(static_cast<double>(stats.collectives) / static_cast<double>(stats.steps), 1)
+      << " collectives, " << format_memory_size(static_cast<std::size_t>(stats.bytes / stats.steps))
+      << " per step)\n";
+}
+
+void add_communication(const distribute::Strategy& strategy, const train::History& history,
+                       JsonObject& report) {
+  const distribute::CommunicationStats stats = strategy.communication_stats();
+  const double total = step_seconds(history);
+  if (stats.steps == 0 || total <= 0) return;
+  report.add_number("allreduce_wait_share", stats.wait_seconds / total)
+      .add_number("allreduce_pack_share", stats.pack_seconds / total)
+      .add_integer("allreduce_bytes_per_step", stats.bytes / stats.steps);
+}
+
+}  // namespace tandem::cli

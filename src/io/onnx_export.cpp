@@ -1,0 +1,409 @@
+// ONNX export with the protobuf classes and checker of the ONNX library (Debian's libonnx-dev).
+// Tandem works in NHWC with (KH, KW, C_in, C_out) filters; ONNX's Conv and pooling work in NCHW
+// with (C_out, C_in, KH, KW). The exported graph keeps Tandem's NHWC input and output and tracks
+// each value's layout: convolutions, pooling and batch norm run in NCHW, a Transpose is inserted
+// only where a layer needs the other layout (Flatten reads NHWC order, as Tandem flattens), and
+// filters are transposed once, into the initializers.
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "io/file_io.h"
+#include "ops/window.h"
+#include "tandem/io.h"
+#include "tandem/ops.h"
+#include "tandem/runtime.h"
+
+namespace tandem::io {
+namespace {
+
+constexpr int kMinOpset = 13;
+constexpr int kMaxOpset = 17;  // the newest opset the ONNX library here (1.12) knows
+// The IR version each opset came with: 7 for opset 13, 8 for 14 to 17.
+std::int64_t ir_version(int opset) {
+  return opset <= 13 ? 7 : 8;
+}
+constexpr const char* kBatchDimension = "N";
+
+// A value of the graph: its ONNX name, its shape as Tandem sees it (NHWC, batch -1) and whether
+// ONNX holds it transposed to NCHW.
+struct Value {
+  std::string name;
+  Shape shape;
+  bool nchw = false;
+};
+
+int onnx_element_type(DType dtype, const std::string& what) {
+  switch (dtype) {
+    case DType::f32:
+      return onnx::TensorProto::FLOAT;
+    case DType::f64:
+      return onnx::TensorProto::DOUBLE;
+    default:
+      throw InvalidArgument("export_onnx: " + what + " is " + dtype_name(dtype) +
+                            "; ONNX export covers f32 and f64 models (cast a bf16/f16 model's "
+                            "weights to f32 first)");
+  }
+}
+
+class GraphBuilder {
+ public:
+  GraphBuilder(onnx::GraphProto& graph, DType dtype) : graph_(graph), dtype_(dtype) {}
+
+  onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& inputs,
+                        const std::string& output) {
+    onnx::NodeProto& added = *graph_.add_node();
+    added.set_op_type(op);
+    added.set_name(output);
+    for (const std::string& input : inputs)
+      added.add_input(input);
+    added.add_output(output);
+    return added;
+  }
+
+  // A fresh value name derived from `base`.
+  std::string fresh(const std::string& base) {
+    const int count = used_[base]++;
+    return count == 0 ? base : base + "_" + std::to_string(count);
+  }
+
+  // A weight (or constant) stored in the model.
+  std::string initializer(const std::string& name, const Tensor& value) {
+    const Tensor host = value.to(Device::cpu());
+    onnx::TensorProto& tensor = *graph_.add_initializer();
+    tensor.set_name(name);
+    tensor.set_data_type(onnx_element_type(host.dtype(), "weight '" + name + "'"));
+    for (const std::int64_t extent : host.shape())
+      tensor.add_dims(extent);
+    tensor.set_raw_data(std::string(static_cast<const char*>(host.raw_data()), host.nbytes()));
+    return name;
+  }
+
+  std::string scalar(const std::string& name, double value) {
+    return initializer(fresh(name), cast(Tensor::scalar(value), dtype_));
+  }
+
+  Value as_nhwc(const Value& value) {
+    if (!value.nchw) return value;
+    return transposed(value, {0, 2, 3, 1}, false);
+  }
+
+  Value as_nchw(const Value& value, const std::string& layer) {
+    if (value.shape.size() != 4) {
+      throw InvalidArgument("export_onnx: layer '" + layer + "' needs an NHWC input, got " +
+                            shape_str(value.shape));
+    }
+    if (value.nchw) return value;
+    return transposed(value, {0, 3, 1, 2}, true);
+  }
+
+  static void ints(onnx::NodeProto& node, const std::string& name,
+                   const std::vector<std::int64_t>& values) {
+    onnx::AttributeProto& attribute = *node.add_attribute();
+    attribute.set_name(name);
+    attribute.set_type(onnx::AttributeProto::INTS);
+    for (const std::int64_t value : values)
+      attribute.add_ints(value);
+  }
+  static void integer(onnx::NodeProto& node, const std::string& name, std::int64_t value) {
+    onnx::AttributeProto& attribute = *node.add_attribute();
+    attribute.set_name(name);
+    attribute.set_type(onnx::AttributeProto::INT);
+    attribute.set_i(value);
+  }
+  static void real(onnx::NodeProto& node, const std::string& name, double value) {
+    onnx::AttributeProto& attribute = *node.add_attribute();
+    attribute.set_name(name);
+    attribute.set_type(onnx::AttributeProto::FLOAT);
+    attribute.set_f(static_cast<float>(value));
+  }
+
+  DType dtype() const { return dtype_; }
+
+ private:
+  Value transposed(const Value& value, const std::vector<std::int64_t>& permutation, bool nchw) {
+    const auto cached = transposes_.find({value.name, nchw});
+    if (cached != transposes_.end()) return cached->second;
+    const std::string name = fresh(value.name + (nchw ? "/nchw" : "/nhwc"));
+    ints(node("Transpose", {value.name}, name), "perm", permutation);
+    Value result{name, value.shape, nchw};
+    transposes_[{value.name, nchw}] = result;
+    return result;
+  }
+
+  onnx::GraphProto& graph_;
+  DType dtype_;
+  std::map<std::string, int> used_;
+  std::map<std::pair<std::string, bool>, Value> transposes_;
+};
+
+// The geometry at batch 1 (the batch does not change windows).
+Shape probe_shape(const Shape& shape) {
+  Shape probe = shape;
+  probe[0] = 1;
+  return probe;
+}
+
+std::vector<std::int64_t> onnx_pads(const Window2D& window) {
+  return {window.pad_before[0], window.pad_before[1], window.pad_after[0], window.pad_after[1]};
+}
+
+Value activation(GraphBuilder& graph, const Value& x, nn::ActivationFunction function,
+                 const std::string& base) {
+  const std::string output = graph.fresh(base);
+  switch (function) {
+    case nn::ActivationFunction::linear:
+      return x;
+    case nn::ActivationFunction::relu:
+      graph.node("Relu", {x.name}, output);
+      break;
+    case nn::ActivationFunction::sigmoid:
+      graph.node("Sigmoid", {x.name}, output);
+      break;
+    case nn::ActivationFunction::tanh:
+      graph.node("Tanh", {x.name}, output);
+      break;
+    case nn::ActivationFunction::softmax:
+      // Over the channels: the last axis in NHWC, axis 1 in NCHW.
+      GraphBuilder::integer(graph.node("Softmax", {x.name}, output), "axis",
+                            x.nchw ? 1 : static_cast<std::int64_t>(x.shape.size()) - 1);
+      break;
+    case nn::ActivationFunction::gelu: {
+      // Exact GELU, 0.5 x (1 + erf(x / sqrt 2)); the Gelu op only arrives in opset 20.
+      const std::string scaled = graph.fresh(base + "/scaled");
+      graph.node("Mul", {x.name, graph.scalar(base + "/rsqrt2", 1.0 / std::sqrt(2.0))}, scaled);
+      const std::string erf = graph.fresh(base + "/erf");
+      graph.node("Erf", {scaled}, erf);
+      const std::string shifted = graph.fresh(base + "/one_plus");
+      graph.node("Add", {erf, graph.scalar(base + "/one", 1.0)}, shifted);
+      const std::string half = graph.fresh(base + "/half_x");
+      graph.node("Mul", {x.name, graph.scalar(base + "/half", 0.5)}, half);
+      graph.node("Mul", {half, shifted}, output);
+      break;
+    }
+  }
+  return {output, x.shape, x.nchw};
+}
+
+// What a layer's config says, by key.
+template <typename T>
+T config_value(const nn::LayerConfig& config, const std::string& key) {
+  return std::get<T>(config.at(key));
+}
+
+std::array<std::int64_t, 2> pair_of(const nn::LayerConfig& config, const std::string& key) {
+  const auto values = config_value<std::vector<std::int64_t>>(config, key);
+  return {values[0], values[1]};
+}
+
+Value export_layer(GraphBuilder& graph, const nn::Layer& layer, const std::vector<Value>& inputs,
+                   const Shape& output_shape) {
+  const std::string name = layer.name();
+  const std::string kind = layer.impl().class_name();
+  const std::optional<nn::LayerConfig> config_or = layer.impl().config();
+  if (!config_or) {
+    throw InvalidArgument("export_onnx: layer '" + name + "' (" + kind +
+                          ") is a custom layer; ONNX export covers the built-in layers");
+  }
+  const nn::LayerConfig& config = *config_or;
+  const std::vector<Tensor> weights = layer.weights();
+  const Value& x = inputs.front();
+
+  if (kind == "Conv2D") {
+    const Value input = graph.as_nchw(x, name);
+    const Tensor& kernel = weights[0];  // (KH, KW, C_in, C_out)
+    Conv2DOptions options;
+    options.strides = pair_of(config, "strides");
+    options.padding = parse_padding(config_value<std::string>(config, "padding"));
+    options.dilations = pair_of(config, "dilation_rate");
+    const Window2D window =
+        conv_window(name.c_str(), probe_shape(x.shape), kernel.shape(), options);
+    std::vector<std::string> arguments{
+        input.name, graph.initializer(name + "/kernel",
+                                      transpose(kernel, {3, 2, 0, 1}))};  // (C_out, C_in, KH, KW)
+    if (weights.size() == 2) arguments.push_back(graph.initializer(name + "/bias", weights[1]));
+    const std::string output = graph.fresh(name + "/conv");
+    onnx::NodeProto& conv = graph.node("Conv", arguments, output);
+    GraphBuilder::ints(conv, "kernel_shape", {window.k_h, window.k_w});
+    GraphBuilder::ints(conv, "strides", {window.strides[0], window.strides[1]});
+    GraphBuilder::ints(conv, "dilations", {window.dilations[0], window.dilations[1]});
+    GraphBuilder::ints(conv, "pads", onnx_pads(window));
+    return activation(graph, {output, output_shape, true},
+                      nn::parse_activation(config_value<std::string>(config, "activation")), name);
+  }
+  if (kind == "MaxPooling2D" || kind == "AveragePooling2D") {
+    const Value input = graph.as_nchw(x, name);
+    Pool2DOptions options;
+    options.window = pair_of(config, "pool_size");
+    options.strides = pair_of(config, "strides");
+    options.padding = parse_padding(config_value<std::string>(config, "padding"));
+    const Window2D window = pool_window(name.c_str(), probe_shape(x.shape), options);
+    const std::string output = graph.fresh(name);
+    // AveragePool leaves padded cells out of the mean by default (count_include_pad 0), as
+    // TensorFlow and Tandem do.
+    onnx::NodeProto& pool =
+        graph.node(kind == "MaxPooling2D" ? "MaxPool" : "AveragePool", {input.name}, output);
+    GraphBuilder::ints(pool, "kernel_shape", {window.k_h, window.k_w});
+    GraphBuilder::ints(pool, "strides", {window.strides[0], window.strides[1]});
+    GraphBuilder::ints(pool, "pads", onnx_pads(window));
+    return {output, output_shape, true};
+  }
+  if (kind == "GlobalAveragePooling2D") {
+    const Value input = graph.as_nchw(x, name);
+    const std::string pooled = graph.fresh(name + "/pooled");  // (N, C, 1, 1)
+    graph.node("GlobalAveragePool", {input.name}, pooled);
+    const std::string output = graph.fresh(name);
+    GraphBuilder::integer(graph.node("Flatten", {pooled}, output), "axis", 1);
+    return {output, output_shape, false};
+  }
+  if (kind == "Flatten") {
+    // Tandem flattens (H, W, C) in NHWC order.
+    const Value input = graph.as_nhwc(x);
+    const std::string output = graph.fresh(name);
+    GraphBuilder::integer(graph.node("Flatten", {input.name}, output), "axis", 1);
+    return {output, output_shape, false};
+  }
+  if (kind == "Dense") {
+    const Value input = graph.as_nhwc(x);
+    const std::string kernel = graph.initializer(name + "/kernel", weights[0]);  // (in, units)
+    const bool use_bias = weights.size() == 2;
+    std::string output = graph.fresh(name + "/matmul");
+    if (input.shape.size() == 2) {
+      std::vector<std::string> arguments{input.name, kernel};
+      if (use_bias) arguments.push_back(graph.initializer(name + "/bias", weights[1]));
+      graph.node("Gemm", arguments, output);
+    } else {
+      graph.node("MatMul", {input.name, kernel}, output);
+      if (use_bias) {
+        const std::string biased = graph.fresh(name + "/biased");
+        graph.node("Add", {output, graph.initializer(name + "/bias", weights[1])}, biased);
+        output = biased;
+      }
+    }
+    return activation(graph, {output, output_shape, false},
+                      nn::parse_activation(config_value<std::string>(config, "activation")), name);
+  }
+  if (kind == "BatchNormalization") {
+    // weights: gamma, beta, moving_mean, moving_variance; the channel axis is 1 in ONNX.
+    Value input = x;
+    if (x.shape.size() == 4) {
+      input = graph.as_nchw(x, name);
+    } else if (x.shape.size() != 2) {
+      throw InvalidArgument("export_onnx: BatchNormalization '" + name + "' on " +
+                            shape_str(x.shape) + " inputs; export covers (N, C) and (N, H, W, C)");
+    }
+    const std::string output = graph.fresh(name);
+    onnx::NodeProto& norm = graph.node("BatchNormalization",
+                                       {input.name, graph.initializer(name + "/gamma", weights[0]),
+                                        graph.initializer(name + "/beta", weights[1]),
+                                        graph.initializer(name + "/moving_mean", weights[2]),
+                                        graph.initializer(name + "/moving_variance", weights[3])},
+                                       output);
+    GraphBuilder::real(norm, "epsilon", config_value<double>(config, "epsilon"));
+    return {output, output_shape, input.nchw};
+  }
+  if (kind == "Activation") {
+    return activation(graph, x,
+                      nn::parse_activation(config_value<std::string>(config, "activation")), name);
+  }
+  if (kind == "Dropout") return x;  // the identity in inference
+  if (kind == "Add") {
+    // Every input in the first one's layout.
+    std::string total = inputs[0].name;
+    for (std::size_t i = 1; i < inputs.size(); ++i) {
+      const Value other =
+          inputs[0].nchw ? graph.as_nchw(inputs[i], name) : graph.as_nhwc(inputs[i]);
+      const std::string sum = graph.fresh(name);
+      graph.node("Add", {total, other.name}, sum);
+      total = sum;
+    }
+    return {total, output_shape, inputs[0].nchw};
+  }
+  throw InvalidArgument("export_onnx: layer '" + name + "' (" + kind +
+                        ") has no ONNX translation yet");
+}
+
+void set_tensor_type(onnx::ValueInfoProto& info, const std::string& name, int element_type,
+                     const Shape& shape) {
+  info.set_name(name);
+  onnx::TypeProto_Tensor& tensor = *info.mutable_type()->mutable_tensor_type();
+  tensor.set_elem_type(element_type);
+  for (const std::int64_t extent : shape) {
+    onnx::TensorShapeProto_Dimension& dimension = *tensor.mutable_shape()->add_dim();
+    if (extent < 0) {
+      dimension.set_dim_param(kBatchDimension);
+    } else {
+      dimension.set_dim_value(extent);
+    }
+  }
+}
+
+}  // namespace
+
+void export_onnx(const nn::Model& model, const std::string& path,
+                 const OnnxExportOptions& options) {
+  if (options.opset < kMinOpset || options.opset > kMaxOpset) {
+    throw InvalidArgument("export_onnx: opset must be in [" + std::to_string(kMinOpset) + ", " +
+                          std::to_string(kMaxOpset) + "], got " + std::to_string(options.opset));
+  }
+  if (!model.built()) {
+    throw InvalidArgument("export_onnx: model '" + model.name() +
+                          "' is not built; build it or run it on data first");
+  }
+  const Shape& input_shape = model.input_shape();
+  DType dtype = DType::f32;
+  if (const std::vector<Tensor> weights = model.weights(); !weights.empty()) {
+    dtype = weights.front().dtype();
+  }
+  const int element_type = onnx_element_type(dtype, "model '" + model.name() + "'");
+
+  onnx::ModelProto proto;
+  proto.set_ir_version(ir_version(options.opset));
+  proto.set_producer_name("tandem");
+  proto.set_producer_version(options.producer_version.empty() ? version()
+                                                              : options.producer_version);
+  proto.set_model_version(1);
+  onnx::OperatorSetIdProto& opset = *proto.add_opset_import();
+  opset.set_domain("");
+  opset.set_version(options.opset);
+  onnx::GraphProto& graph_proto = *proto.mutable_graph();
+  graph_proto.set_name(model.name());
+  GraphBuilder graph(graph_proto, dtype);
+  set_tensor_type(*graph_proto.add_input(), "input", element_type, input_shape);
+
+  // The model's graph in its evaluation order: node 0 is the input.
+  const std::vector<std::shared_ptr<const nn::Node>>& nodes = model.nodes();
+  std::map<const nn::Node*, Value> values{{nodes.front().get(), {"input", input_shape, false}}};
+  for (std::size_t i = 1; i < nodes.size(); ++i) {
+    std::vector<Value> inputs;
+    for (const nn::SymbolicTensor& source : nodes[i]->inputs)
+      inputs.push_back(values.at(source.node().get()));
+    values[nodes[i].get()] = export_layer(graph, nodes[i]->layer, inputs, nodes[i]->shape);
+  }
+  const Value result = graph.as_nhwc(values.at(nodes.back().get()));
+  graph.node("Identity", {result.name}, "output");
+  set_tensor_type(*graph_proto.add_output(), "output", element_type, model.output_shape());
+
+  try {
+    onnx::checker::check_model(proto);
+    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(/*check_type=*/true,
+                                                                   /*strict_mode=*/1));
+  } catch (const std::exception& error) {
+    throw Error("export_onnx: the ONNX checker rejected the exported graph of model '" +
+                model.name() + "' (a bug in Tandem's exporter; please report it): " + error.what());
+  }
+  std::string bytes;
+  if (!proto.SerializeToString(&bytes)) {
+    throw Error("export_onnx: protobuf could not serialise the model (it may pass 2 GB)");
+  }
+  detail::write_file_atomically(
+      path, {reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()});
+}
+
+}  // namespace tandem::io

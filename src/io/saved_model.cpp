@@ -1,0 +1,310 @@
+// Saved models: <dir>/model.json (the architecture: the input, each layer's class, name and
+// config, and for functional models the graph's nodes; sealed with a checksum, and holding the
+// weights file's size and checksum) and <dir>/model.safetensors (the weights by name). The folder
+// is staged beside the target and swapped in whole, so a crash leaves the old model or the new.
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "io/file_io.h"
+#include "io/format_util.h"
+#include "io/weight_match.h"
+#include "nn/model_state.h"
+#include "nn/tensor_copy.h"
+#include "tandem/io.h"
+#include "tandem/runtime.h"
+
+namespace tandem::io {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kFormat = "tandem.model";
+constexpr int kFormatVersion = 1;
+constexpr const char* kArchitectureFile = "model.json";
+constexpr const char* kWeightsFile = "model.safetensors";
+
+json config_json(const nn::LayerConfig& config) {
+  json object = json::object();
+  for (const auto& [key, value] : config) {
+    std::visit([&](const auto& item) { object[key] = item; }, value);
+  }
+  return object;
+}
+
+nn::LayerConfig config_from_json(const json& object, const std::string& where) {
+  nn::LayerConfig config;
+  for (const auto& [key, value] : object.items()) {
+    if (value.is_boolean()) {
+      config[key] = value.get<bool>();
+    } else if (value.is_number_unsigned()) {
+      config[key] = value.get<std::uint64_t>();
+    } else if (value.is_number_integer()) {
+      config[key] = value.get<std::int64_t>();
+    } else if (value.is_number_float()) {
+      config[key] = value.get<double>();
+    } else if (value.is_string()) {
+      config[key] = value.get<std::string>();
+    } else if (value.is_array() && std::all_of(value.begin(), value.end(), [](const json& item) {
+                 return item.is_number_integer();
+               })) {
+      config[key] = value.get<std::vector<std::int64_t>>();
+    } else {
+      throw IoError(where + ": config argument '" + key + "' has the unsupported value " +
+                    value.dump());
+    }
+  }
+  return config;
+}
+
+json layer_json(const nn::Layer& layer) {
+  const std::optional<nn::LayerConfig> config = layer.impl().config();
+  if (!config) {
+    throw InvalidArgument(std::string("Model::save: layer '") + layer.name() + "' (" +
+                          layer.impl().class_name() +
+                          ") cannot be saved: it has no config; override LayerBase::config() "
+                          "and add the class to nn::register_layer so load_model can make it");
+  }
+  return {{"class_name", layer.impl().class_name()},
+          {"name", layer.name()},
+          {"trainable", layer.trainable()},
+          {"config", config_json(*config)}};
+}
+
+std::span<const std::uint8_t> as_bytes(const std::string& text) {
+  return {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()};
+}
+
+// Throws unless `directory` is absent, empty or a saved model (which may be replaced).
+void require_replaceable(const std::string& directory) {
+  std::error_code error;
+  if (!fs::exists(directory, error)) return;
+  if (!fs::is_directory(directory, error)) {
+    throw IoError("Model::save: " + directory + " is a file; give a folder to save into");
+  }
+  bool empty = true;
+  bool foreign = false;
+  for (const auto& entry : fs::directory_iterator(directory, error)) {
+    empty = false;
+    const std::string name = entry.path().filename().string();
+    foreign |= name != kArchitectureFile && name != kWeightsFile;
+  }
+  if (!empty && (foreign || !fs::exists(fs::path(directory) / kArchitectureFile, error))) {
+    throw IoError("Model::save: " + directory +
+                  " holds files that are not a saved Tandem model; save into a new or empty "
+                  "folder (an existing saved model is replaced)");
+  }
+}
+
+// model.json, checked: its seal, its format and version.
+json read_architecture(const std::string& directory) {
+  const std::string path = (fs::path(directory) / kArchitectureFile).string();
+  std::error_code error;
+  if (!fs::is_directory(directory, error)) {
+    throw IoError(directory + " is not a folder; give the folder Model::save wrote");
+  }
+  if (!fs::exists(path, error)) {
+    throw IoError(directory + " has no " + kArchitectureFile + "; it is not a saved Tandem model");
+  }
+  json architecture = detail::open_sealed_json(detail::read_file(path), path);
+  try {
+    if (architecture.at("format") != kFormat) {
+      throw IoError(path + ": not a Tandem model (format " + architecture.at("format").dump() +
+                    ")");
+    }
+    if (architecture.at("format_version").get<int>() > kFormatVersion) {
+      throw IoError(path + ": format version " + architecture.at("format_version").dump() +
+                    " is newer than this Tandem reads; update Tandem");
+    }
+  } catch (const json::exception& failure) {
+    throw IoError(path + ": a member is missing or mistyped (" + failure.what() + ")");
+  }
+  return architecture;
+}
+
+nn::Model build_model(const json& architecture, const std::string& where) {
+  const json& input = architecture.at("input");
+  const Shape input_shape = input.at("shape").get<Shape>();
+  const DType dtype = parse_dtype(input.at("dtype").get<std::string>());
+  std::vector<nn::Layer> layers;
+  std::map<std::string, nn::Layer> by_name;
+  for (const json& entry : architecture.at("layers")) {
+    const std::string name = entry.at("name").get<std::string>();
+    nn::Layer layer;
+    try {
+      layer = nn::make_layer(entry.at("class_name").get<std::string>(), name,
+                             config_from_json(entry.at("config"), where));
+    } catch (const InvalidArgument& error) {
+      throw IoError(where + ": layer '" + name + "': " + error.what());
+    }
+    layer.set_trainable(entry.at("trainable").get<bool>());
+    if (!by_name.emplace(name, layer).second) {
+      throw IoError(where + ": two layers are named '" + name + "'; the file is damaged");
+    }
+    layers.push_back(layer);
+  }
+  const std::string name = architecture.at("name").get<std::string>();
+  const std::string class_name = architecture.at("class_name").get<std::string>();
+  if (class_name == "Sequential") {
+    nn::Sequential sequential(layers, name);
+    sequential.build(input_shape, dtype);
+    return nn::Model(std::move(sequential));
+  }
+  if (class_name != "Functional") {
+    throw IoError(where + ": unknown model class '" + class_name + "' (Sequential or Functional)");
+  }
+  std::vector<nn::SymbolicTensor> values{
+      nn::Input(input_shape, dtype, input.at("name").get<std::string>())};
+  for (const json& node : architecture.at("nodes")) {
+    const std::string layer_name = node.at("layer").get<std::string>();
+    const auto layer = by_name.find(layer_name);
+    if (layer == by_name.end()) {
+      throw IoError(where + ": a node uses the layer '" + layer_name + "', which is not listed");
+    }
+    std::vector<nn::SymbolicTensor> inputs;
+    for (const json& index : node.at("inputs")) {
+      const auto position = index.get<std::size_t>();
+      if (position >= values.size()) {
+        throw IoError(where + ": a node of layer '" + layer_name + "' reads node " +
+                      std::to_string(position) + ", which does not come before it");
+      }
+      inputs.push_back(values[position]);
+    }
+    values.push_back(inputs.size() == 1 ? layer->second(inputs[0]) : layer->second(inputs));
+  }
+  if (values.size() < 2) throw IoError(where + ": the functional model has no nodes");
+  return nn::Model(values.front(), values.back(), name);
+}
+
+}  // namespace
+
+NamedTensors named_weights(const nn::Model& model) {
+  NamedTensors weights;
+  std::set<std::string> names;
+  for (const Tensor& weight : model.weights()) {
+    if (!names.insert(weight.name()).second) {
+      throw InvalidArgument("model '" + model.name() + "' has two weights named '" + weight.name() +
+                            "'; give its layers unique names");
+    }
+    weights.emplace_back(weight.name(), weight);
+  }
+  return weights;
+}
+
+SavedModelInfo read_saved_model_info(const std::string& directory) {
+  const std::string architecture_path = (fs::path(directory) / kArchitectureFile).string();
+  const json architecture = read_architecture(directory);
+  try {
+    SavedModelInfo info;
+    info.name = architecture.at("name").get<std::string>();
+    info.class_name = architecture.at("class_name").get<std::string>();
+    info.input_shape = architecture.at("input").at("shape").get<Shape>();
+    info.input_dtype = parse_dtype(architecture.at("input").at("dtype").get<std::string>());
+    info.class_names = architecture.at("class_names").get<std::vector<std::string>>();
+    info.tandem_version = architecture.at("tandem_version").get<std::string>();
+    return info;
+  } catch (const json::exception& failure) {
+    throw IoError(architecture_path + ": a member is missing or mistyped (" + failure.what() +
+                  "); the file was not written by this version of Tandem");
+  }
+}
+
+nn::Model load_model(const std::string& directory) {
+  const std::string architecture_path = (fs::path(directory) / kArchitectureFile).string();
+  const std::string weights_path = (fs::path(directory) / kWeightsFile).string();
+  const json architecture = read_architecture(directory);
+  try {
+    const detail::Bytes bytes = detail::read_file(weights_path);
+    detail::check_file_record(bytes, architecture.at("weights"), weights_path);
+    const Safetensors stored = decode_safetensors(bytes, weights_path);
+    nn::Model model = build_model(architecture, architecture_path);
+    const NamedTensors weights = named_weights(model);
+    std::vector<std::string> problems;
+    detail::match_weights(weights, stored, kWeightsFile, problems);
+    if (!problems.empty()) {
+      try {
+        detail::throw_mismatches("the weights in " + weights_path, problems,
+                                 "The two files of the saved model disagree");
+      } catch (const InvalidArgument& mismatch) {
+        throw IoError(mismatch.what());
+      }
+    }
+    for (const auto& [name, weight] : weights)
+      nn::detail::copy_into(weight, *stored.find(name), "load_model: " + name);
+    return model;
+  } catch (const json::exception& failure) {
+    throw IoError(architecture_path + ": a member is missing or mistyped (" + failure.what() +
+                  "); the file was not written by this version of Tandem");
+  }
+}
+
+}  // namespace tandem::io
+
+namespace tandem::nn {
+
+void Model::save(const std::string& directory, const std::vector<std::string>& class_names) const {
+  const State& state = *state_;
+  if (!state.built()) {
+    throw InvalidArgument("Model::save: model '" + state.name +
+                          "' is not built yet; build it or run it on data first");
+  }
+  if (!class_names.empty() &&
+      static_cast<std::int64_t>(class_names.size()) != state.output.shape().back()) {
+    throw InvalidArgument("Model::save: " + std::to_string(class_names.size()) +
+                          " class names for the " + std::to_string(state.output.shape().back()) +
+                          " outputs of model '" + state.name + "'; give one name per output");
+  }
+  const io::NamedTensors weights = io::named_weights(*this);
+  nlohmann::json layers = nlohmann::json::array();
+  for (const Layer& layer : this->layers())
+    layers.push_back(io::layer_json(layer));
+  const Node& input = *state.nodes.front();
+  nlohmann::json architecture = {
+      {"format", io::kFormat},
+      {"format_version", io::kFormatVersion},
+      {"tandem_version", version()},
+      {"name", state.name},
+      {"class_name", state.sequential ? "Sequential" : "Functional"},
+      {"input",
+       {{"name", input.name},
+        {"shape", Shape(input.shape.begin() + 1, input.shape.end())},
+        {"dtype", dtype_name(input.dtype)}}},
+      {"layers", layers},
+      {"class_names", class_names},
+  };
+  if (!state.sequential) {
+    nlohmann::json nodes = nlohmann::json::array();
+    for (std::size_t i = 1; i < state.nodes.size(); ++i) {
+      nodes.push_back({{"layer", state.nodes[i]->layer.name()}, {"inputs", state.node_inputs[i]}});
+    }
+    architecture["nodes"] = nodes;
+  }
+  const std::vector<std::uint8_t> weight_bytes =
+      io::encode_safetensors(weights, {{"format", "tandem"}, {"model", state.name}});
+  architecture["weights"] = io::detail::file_record(weight_bytes);
+  const std::string architecture_text = io::detail::seal_json(std::move(architecture));
+
+  io::require_replaceable(directory);
+  const std::filesystem::path target = std::filesystem::absolute(directory);
+  std::error_code error;
+  std::filesystem::create_directories(target.parent_path(), error);
+  const std::string staged = io::detail::hidden_sibling(target.string(), "tmp");
+  if (!std::filesystem::create_directory(staged, error)) {
+    throw IoError("Model::save: cannot create the folder " + staged + ": " + error.message());
+  }
+  try {
+    io::detail::write_file_durably((std::filesystem::path(staged) / io::kWeightsFile).string(),
+                                   weight_bytes);
+    io::detail::write_file_durably((std::filesystem::path(staged) / io::kArchitectureFile).string(),
+                                   io::as_bytes(architecture_text));
+    io::detail::sync_directory(staged);
+    io::detail::replace_directory(staged, target.string());
+  } catch (const IoError& failure) {
+    std::filesystem::remove_all(staged, error);
+    throw IoError(std::string("Model::save: ") + failure.what() + " (nothing was changed in " +
+                  directory + ")");
+  }
+}
+
+}  // namespace tandem::nn

@@ -1,0 +1,162 @@
+// Layer normalisation over the last axis (Keras' LayerNormalization with axis=-1, as in BERT):
+// y = (x - mean) * rstd * gamma + beta per row, with the row statistics mean and
+// rstd = 1 / sqrt(variance + epsilon) as extra outputs for the backward kernel. Forward,
+// backward kernel and gradient rule side by side.
+//
+// gamma, beta and the statistics have x's dtype, or f32 when x is bf16/f16, so a
+// mixed-precision layer keeps its parameters in f32 as Keras does.
+#include <string>
+
+#include "ops/op_table.h"
+
+namespace tandem {
+namespace {
+
+// gamma, beta: (C,) of one dtype, x's or f32 for a bf16/f16 x.
+void require_parameters(const char* op, const TensorMeta& x, const TensorMeta& gamma,
+                        const TensorMeta* beta) {
+  require_floating(op, x);
+  if (x.shape.empty()) {
+    throw InvalidArgument(std::string(op) + ": x needs rank >= 1 (features last), got a scalar");
+  }
+  const Shape expected{x.shape.back()};
+  const bool mixed_precision_ok =
+      gamma.dtype == DType::f32 && (x.dtype == DType::bf16 || x.dtype == DType::f16);
+  if (gamma.dtype != x.dtype && !mixed_precision_ok) {
+    throw InvalidArgument(std::string(op) + ": gamma is " + dtype_name(gamma.dtype) + " but x is " +
+                          dtype_name(x.dtype) + "; use x's dtype (or f32 for a bf16/f16 x)");
+  }
+  for (const TensorMeta* param : {&gamma, beta}) {
+    if (param == nullptr) continue;
+    const char* name = param == &gamma ? "gamma" : "beta";
+    if (param->shape != expected || param->dtype != gamma.dtype) {
+      throw InvalidArgument(std::string(op) + ": " + name + " " + shape_str(param->shape) + " " +
+                            dtype_name(param->dtype) + " must be " + shape_str(expected) + " " +
+                            dtype_name(gamma.dtype) + ", one value per feature of x " +
+                            shape_str(x.shape));
+    }
+  }
+}
+
+void require_epsilon(const char* op, const Attrs& attrs) {
+  if (!(attrs.get_float("epsilon") > 0.0)) {
+    throw InvalidArgument(std::string(op) + ": epsilon must be > 0, got " +
+                          std::to_string(attrs.get_float("epsilon")));
+  }
+}
+
+// One statistic per row: x's shape without its last axis.
+TensorMeta statistics_meta(const TensorMeta& x, DType dtype) {
+  return {Shape(x.shape.begin(), x.shape.end() - 1), dtype};
+}
+
+// (x, gamma, beta) -> (y, mean, rstd)
+std::vector<TensorMeta> infer_layer_norm(const char* op, std::span<const TensorMeta> in,
+                                         const Attrs& attrs) {
+  const TensorMeta& x = in[0];
+  require_parameters(op, x, in[1], &in[2]);
+  require_epsilon(op, attrs);
+  if (x.shape.back() == 0) {
+    throw InvalidArgument(std::string(op) + ": x " + shape_str(x.shape) +
+                          " has no features to normalise over");
+  }
+  const TensorMeta statistic = statistics_meta(x, in[1].dtype);
+  return {x, statistic, statistic};
+}
+
+// (dy, x, gamma, mean, rstd) -> (dx, d_gamma, d_beta)
+std::vector<TensorMeta> infer_layer_norm_backward(const char* op, std::span<const TensorMeta> in,
+                                                  const Attrs& attrs) {
+  const TensorMeta& dy = in[0];
+  const TensorMeta& x = in[1];
+  require_parameters(op, x, in[2], nullptr);
+  if (dy.shape != x.shape || dy.dtype != x.dtype) {
+    throw InvalidArgument(std::string(op) + ": dy " + shape_str(dy.shape) + " " +
+                          dtype_name(dy.dtype) + " must match x " + shape_str(x.shape) + " " +
+                          dtype_name(x.dtype));
+  }
+  const TensorMeta statistic = statistics_meta(x, in[2].dtype);
+  for (int i = 3; i < 5; ++i) {
+    if (in[i].shape != statistic.shape || in[i].dtype != statistic.dtype) {
+      throw InvalidArgument(std::string(op) + ": " + (i == 3 ? "mean " : "rstd ") +
+                            shape_str(in[i].shape) + " " + dtype_name(in[i].dtype) + " must be " +
+                            shape_str(statistic.shape) + " " + dtype_name(statistic.dtype) +
+                            ", one value per row of x " + shape_str(x.shape));
+    }
+  }
+  return {x, in[2], in[2]};
+}
+
+// Mean, variance, normalise, scale and shift: about 8 operations per element.
+OpCost layer_norm_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
+                       const Attrs&) {
+  return elementwise_cost(in, out.first(1), 8.0);
+}
+
+OpCost layer_norm_backward_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
+                                const Attrs&) {
+  return elementwise_cost(in, out.first(1), 10.0);
+}
+
+// y's gradient goes through layer_norm_backward. Should a gradient reach the statistics (rare:
+// they exist for the backward kernel), it flows to x as d mean / dx = 1 / C and
+// d rstd / dx = -rstd^3 (x - mean) / C.
+std::vector<Tensor> grad_layer_norm(const GradContext& c) {
+  const Tensor& x = c.inputs[0];      // (..., C)
+  const Tensor& mean = c.outputs[1];  // (...)
+  const Tensor& rstd = c.outputs[2];  // (...)
+  std::vector<Tensor> grads(3);
+  if (c.output_grads[0].defined()) {
+    grads = layer_norm_backward(c.output_grads[0], x, c.inputs[1], mean, rstd);
+  }
+  const Tensor& d_mean = c.output_grads[1];
+  const Tensor& d_rstd = c.output_grads[2];
+  if (!d_mean.defined() && !d_rstd.defined()) return grads;
+  Shape keepdims = mean.shape();
+  keepdims.push_back(1);
+  const auto features = static_cast<double>(x.dim(-1));
+  Tensor d_x_statistics;  // (..., C)
+  if (d_mean.defined()) {
+    d_x_statistics = broadcast_to(reshape(cast(d_mean, x.dtype()), keepdims) / features, x.shape());
+  }
+  if (d_rstd.defined()) {
+    const Tensor rstd_column = reshape(cast(rstd, x.dtype()), keepdims);
+    const Tensor centered = x - reshape(cast(mean, x.dtype()), keepdims);
+    const Tensor term = centered * (rstd_column * rstd_column * rstd_column) *
+                        reshape(cast(d_rstd, x.dtype()), keepdims) * (-1.0 / features);
+    d_x_statistics = d_x_statistics.defined() ? d_x_statistics + term : term;
+  }
+  grads[0] = grads[0].defined() ? grads[0] + d_x_statistics : d_x_statistics;
+  return grads;
+}
+
+}  // namespace
+
+void define_layer_norm_ops(OpTable& table) {
+  table[static_cast<std::size_t>(OpKind::layer_norm)] =
+      OpDef{OpKind::layer_norm, "layer_norm",    3, 3, infer_layer_norm,
+            grad_layer_norm,    layer_norm_cost, {}};
+  // Not differentiable itself: no second-order gradients through layer norm.
+  table[static_cast<std::size_t>(OpKind::layer_norm_backward)] = OpDef{OpKind::layer_norm_backward,
+                                                                       "layer_norm_backward",
+                                                                       5,
+                                                                       5,
+                                                                       infer_layer_norm_backward,
+                                                                       nullptr,
+                                                                       layer_norm_backward_cost,
+                                                                       {}};
+}
+
+LayerNormResult layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                           double epsilon) {
+  std::vector<Tensor> outputs =
+      call_op(OpKind::layer_norm, {x, gamma, beta}, {{"epsilon", epsilon}});
+  return {std::move(outputs[0]), std::move(outputs[1]), std::move(outputs[2])};
+}
+
+std::vector<Tensor> layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& mean, const Tensor& rstd) {
+  return call_op(OpKind::layer_norm_backward, {dy, x, gamma, mean, rstd});
+}
+
+}  // namespace tandem

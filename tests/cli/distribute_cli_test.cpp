@@ -1,0 +1,145 @@
+// The device, doctor, launch and --strategy parts of the `tandem` command end to end.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "cli/cli_runner.h"
+#include "cli/strategy_options.h"
+
+namespace tandem::testing {
+namespace {
+
+void expect_contains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in:\n" << text;
+}
+
+TEST(DevicesCommand, JsonCarriesEveryDeviceKindAndTheAutoChoice) {
+  const CliResult result = run_cli({"devices", "--json"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  JsonChecker json(result.out);
+  ASSERT_TRUE(json.valid()) << result.out;
+  for (const char* key : {"cpu", "gpus", "gpu_backend_built", "gpu_status", "cuda", "nccl", "cudnn",
+                          "tpu", "strategy_auto"}) {
+    EXPECT_EQ(json.top_level().count(key), 1u) << key;
+  }
+  expect_contains(json.top_level().at("cuda"), "\"runtime_version\"");
+  expect_contains(json.top_level().at("tpu"), "\"searched\"");
+  expect_contains(json.top_level().at("strategy_auto"), "\"kind\": \"one_device\"");
+  expect_contains(json.top_level().at("strategy_auto"), "TPU: not available");
+}
+
+TEST(DevicesCommand, AFailingCudaDriverAndPluginAreNamed) {
+  ScratchDir dir;
+  const std::string broken = dir.file("libcuda.so.1");
+  std::ofstream(broken) << "not a library\n";
+  const std::string command =
+      "TANDEM_CUDA_DRIVER=" + shell_quote(broken) + " TANDEM_PJRT_PLUGIN=/nonexistent/libtpu.so " +
+      shell_quote(TANDEM_CLI_PATH) + " devices >" + shell_quote(dir.file("out")) + " 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  const std::string out = slurp(dir.file("out"));
+  expect_contains(out, "gpu    none: no NVIDIA driver: " + broken);
+  expect_contains(out, "/nonexistent/libtpu.so");
+  expect_contains(out, "strategy auto: OneDevice(cpu)");
+}
+
+TEST(DoctorCommand, ChecksEachLineWithAFix) {
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 20, 10, 28, 28);
+  const CliResult ok = run_cli({"doctor", "--data-dir", dir.path().string(), "--logdir",
+                                dir.file("logs"), "--checkpoint-dir", dir.file("checkpoints")});
+  EXPECT_EQ(ok.status, 0) << ok.out << ok.err;
+  for (const char* check :
+       {"tandem", "cpu kernels", "cuda backend", "nvidia driver", "cudnn", "nccl", "gpu",
+        "tpu plugin", "mpi", "data: fashion-mnist", "log folder", "checkpoint folder"}) {
+    expect_contains(ok.out, std::string(check));
+  }
+  expect_contains(ok.out, "OK    data: fashion-mnist");
+  expect_contains(ok.out, "OK    log folder");
+  expect_contains(ok.out, "doctor: 0 failures");
+
+  // A folder that cannot be written fails, a missing data set warns, each with its fix.
+  const std::string read_only = dir.file("read-only");
+  std::filesystem::create_directory(read_only);
+  std::filesystem::permissions(
+      read_only, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  const bool root = geteuid() == 0;  // root writes anywhere: /proc stands in then
+  const CliResult failing = run_cli({"doctor", "--data-dir", dir.file("nowhere"), "--logdir",
+                                     root ? "/proc/tandem-logs" : read_only + "/logs", "--json"});
+  EXPECT_EQ(failing.status, 1) << failing.out;
+  JsonChecker json(failing.out);
+  ASSERT_TRUE(json.valid()) << failing.out;
+  EXPECT_EQ(json.top_level().at("failures"), "1");
+  const std::size_t log_check = failing.out.find("\"check\": \"log folder\"");
+  ASSERT_NE(log_check, std::string::npos) << failing.out;
+  EXPECT_EQ(failing.out.find("\"status\": \"FAIL\"", log_check),
+            failing.out.find("\"status\": ", log_check))
+      << failing.out;
+  expect_contains(failing.out, "--logdir");
+  expect_contains(failing.out, "\"status\": \"WARN\"");
+  expect_contains(failing.out, "install dataset-fashion-mnist");
+}
+
+TEST(TrainCommand, StrategyOptionsAreChecked) {
+  const auto usage_error = [](const std::vector<std::string>& args, const std::string& part) {
+    const CliResult result = run_cli(args);
+    EXPECT_EQ(result.status, 2) << result.err;
+    expect_contains(result.err, part);
+  };
+  usage_error({"train", "--strategy", "tpu-pod"},
+              "unknown strategy 'tpu-pod' for --strategy; choose auto, cpu, gpu, gpu:N, mirrored "
+              "or multi-worker");
+  usage_error({"train", "--lr-scaling", "sqrt"}, "unknown rule 'sqrt' for --lr-scaling");
+  usage_error({"train", "--collective-timeout", "0"}, "--collective-timeout must be a positive");
+  usage_error({"train", "--bucket-kib", "-1"}, "--bucket-kib must be a positive integer");
+}
+
+TEST(TrainCommand, AGpuThatDoesNotExistIsARuntimeError) {
+  const CliResult result = run_cli({"train", "--strategy", "gpu:1", "--quiet"});
+  EXPECT_EQ(result.status, 1);
+  expect_contains(result.err, "tandem: error: --strategy gpu:1: cuda:1 does not exist");
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+}
+
+TEST(TrainCommand, LinearScalingMultipliesTheRateByTheReplicas) {
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 64, 32, 28, 28);
+  const CliResult result =
+      run_cli({"train", "--model", "mlp", "--epochs", "1", "--threads", "1", "--strategy",
+               "mirrored", "--lr-scaling", "linear", "--data-dir", dir.path().string()});
+  ASSERT_EQ(result.status, 0) << result.err;
+  // Mirrored without GPUs is one replica on the CPU: the rate stays.
+  expect_contains(result.out, "strategy: Mirrored(cpu)");
+  expect_contains(result.out, "Adam lr 0.001");
+}
+
+TEST(LaunchCommand, BuildsTheMpirunCommand) {
+  const CliResult result = run_cli(
+      {"launch", "-n", "3", "--dry-run", "--", "tandem", "train", "--strategy", "multi-worker"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  expect_contains(result.out, "mpirun -np 3 ");
+  if (geteuid() == 0) expect_contains(result.out, "--allow-run-as-root");
+  // This binary runs on every worker.
+  expect_contains(result.out, std::string(TANDEM_CLI_PATH) + " train --strategy multi-worker\n");
+
+  const CliResult hosts =
+      run_cli({"launch", "-n", "4", "--hosts", "a:2,b:2", "--dry-run", "--", "./app"});
+  expect_contains(hosts.out, "--host a:2,b:2 ./app");
+  EXPECT_EQ(hosts.out.find("--oversubscribe"), std::string::npos);
+}
+
+TEST(LaunchCommand, MistakesAreUsageErrors) {
+  EXPECT_EQ(run_cli({"launch", "--", "tandem", "devices"}).status, 2);
+  const CliResult no_command = run_cli({"launch", "-n", "2"});
+  EXPECT_EQ(no_command.status, 2);
+  expect_contains(no_command.err, "no command to launch; give it after --");
+  const CliResult zero = run_cli({"launch", "-n", "0", "--", "true"});
+  expect_contains(zero.err, "-n must be a positive integer");
+  const CliResult missing =
+      run_cli({"launch", "-n", "2", "--mpirun", "/nonexistent/mpirun", "--", "true"});
+  EXPECT_EQ(missing.status, 1);
+  expect_contains(missing.err, "/nonexistent/mpirun not found: install Open MPI");
+}
+
+}  // namespace
+}  // namespace tandem::testing

@@ -1,0 +1,111 @@
+// `tandem train --precision`, --memory-limit and --find-max-batch.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "cli/cli_runner.h"
+#include "cli/precision_options.h"
+#include "tandem/error.h"
+
+namespace tandem::testing {
+namespace {
+
+TEST(PrecisionOptions, MemorySizesParse) {
+  EXPECT_EQ(cli::parse_memory_size("--memory-limit", "512M"), 512u << 20);
+  EXPECT_EQ(cli::parse_memory_size("--memory-limit", "2G"), 2ull << 30);
+  EXPECT_EQ(cli::parse_memory_size("--memory-limit", "1.5GiB"), 3ull << 29);
+  EXPECT_EQ(cli::parse_memory_size("--memory-limit", "64kb"), 64u << 10);
+  EXPECT_EQ(cli::parse_memory_size("--memory-limit", "1000"), 1000u);
+  for (const char* bad : {"", "G", "12X", "-5M", "0", "lots"}) {
+    EXPECT_THROW(cli::parse_memory_size("--memory-limit", bad), cli::UsageError) << bad;
+  }
+  EXPECT_EQ(cli::policy_name("bf16"), "mixed_bfloat16");
+  EXPECT_EQ(cli::policy_name("fp16"), "mixed_float16");
+  EXPECT_EQ(cli::policy_name("fp32"), "float32");
+}
+
+// The search against a device that fits `limit` examples: from below, from above, capped.
+TEST(PrecisionOptions, FindMaxBatchFindsTheLargestThatFits) {
+  for (const std::int64_t limit : {1, 77, 100, 1000}) {
+    for (const std::int64_t first : {1, 32, 200}) {
+      int trials = 0;
+      const auto fits = [&](std::int64_t batch) {
+        ++trials;
+        return batch <= limit;
+      };
+      EXPECT_EQ(cli::find_max_batch(first, 5000, fits, nullptr), limit)
+          << "limit " << limit << ", first " << first;
+      EXPECT_LE(trials, 30);
+    }
+  }
+  std::ostringstream log;
+  EXPECT_EQ(cli::find_max_batch(
+                32, 50, [](std::int64_t) { return true; }, &log),
+            50);
+  EXPECT_NE(log.str().find("batch size 50: fits"), std::string::npos) << log.str();
+  EXPECT_THROW(cli::find_max_batch(
+                   8, 100, [](std::int64_t) { return false; }, nullptr),
+               Error);
+}
+
+TEST(PrecisionOptions, BadValuesAreUsageErrors) {
+  const CliResult precision = run_cli({"train", "--precision", "fp8"});
+  EXPECT_EQ(precision.status, 2);
+  EXPECT_NE(precision.err.find("choose fp32, bf16 or fp16"), std::string::npos) << precision.err;
+  const CliResult limit = run_cli({"train", "--memory-limit", "lots"});
+  EXPECT_EQ(limit.status, 2);
+  EXPECT_NE(limit.err.find("--memory-limit"), std::string::npos) << limit.err;
+}
+
+TEST(PrecisionOptions, TrainsInBf16) {
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 256, 64, 28, 28);
+  const std::string report = dir.file("report.json");
+  const CliResult result = run_cli({"train", "--precision", "bf16", "--epochs", "1", "--threads",
+                                    "1", "--data-dir", dir.path().string(), "--report", report});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("precision: bf16 (mixed_bfloat16 dtype policy)"), std::string::npos)
+      << result.out;
+  EXPECT_NE(slurp(report).find("\"precision\": \"bf16\""), std::string::npos) << slurp(report);
+}
+
+// Under a memory cap the search finds a batch size above the default and below the data set,
+// trains with it, and says so; the report records it.
+TEST(PrecisionOptions, FindMaxBatchSearchesUnderAMemoryLimit) {
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 4096, 64, 28, 28);
+  const std::string report = dir.file("report.json");
+  const CliResult result =
+      run_cli({"train", "--find-max-batch", "--memory-limit", "160M", "--epochs", "1", "--threads",
+               "1", "--data-dir", dir.path().string(), "--report", report});
+  ASSERT_EQ(result.status, 0) << result.err << result.out;
+  const std::string marker = "largest batch size that fits: ";
+  const std::size_t at = result.out.find(marker);
+  ASSERT_NE(at, std::string::npos) << result.out;
+  const std::int64_t found = std::stoll(result.out.substr(at + marker.size()));
+  EXPECT_GT(found, 32) << result.out;
+  EXPECT_LT(found, 4096) << result.out;
+  EXPECT_NE(result.out.find("batch size " + std::to_string(found + 1) + ": out of memory"),
+            std::string::npos)
+      << result.out;
+  JsonChecker json(slurp(report));
+  ASSERT_TRUE(json.valid());
+  EXPECT_EQ(json.top_level().at("batch_size"), std::to_string(found));
+}
+
+// Without the search, a batch that does not fit is a one-line error with the fixes.
+TEST(PrecisionOptions, OutOfMemoryIsAOneLineErrorWithTheFixes) {
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 2048, 64, 28, 28);
+  const CliResult result = run_cli({"train", "--batch-size", "2048", "--memory-limit", "160M",
+                                    "--epochs", "1", "--quiet", "--data-dir", dir.path().string()});
+  EXPECT_EQ(result.status, 1) << result.out;
+  for (const char* part : {"tandem: error: out of memory on cpu", "training a batch of 2048",
+                           "--find-max-batch", "--precision bf16"}) {
+    EXPECT_NE(result.err.find(part), std::string::npos) << part << " in: " << result.err;
+  }
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+}
+
+}  // namespace
+}  // namespace tandem::testing

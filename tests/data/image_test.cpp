@@ -1,0 +1,264 @@
+// Image decoding, encoding and the augmentations, against hand-computed values and against
+// each other (a cropped decode against a decode then a crop).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "support/errors.h"
+#include "tandem/image.h"
+
+namespace tandem::image {
+namespace {
+
+using data::Element;
+using data::Pipeline;
+
+// A smooth (H, W, C) u8 image: JPEG keeps such images within a few levels.
+Tensor gradient(std::int64_t height, std::int64_t width, std::int64_t channels) {
+  std::vector<std::uint8_t> pixels;
+  for (std::int64_t y = 0; y < height; ++y) {
+    for (std::int64_t x = 0; x < width; ++x) {
+      for (std::int64_t c = 0; c < channels; ++c)
+        pixels.push_back(static_cast<std::uint8_t>((2 * y + 3 * x + 40 * c) % 256));
+    }
+  }
+  return Tensor::from_vector(pixels, {height, width, channels});
+}
+
+double mean_abs_difference(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  const std::vector<double> x = a.to_vector<double>();
+  const std::vector<double> y = b.to_vector<double>();
+  double sum = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    sum += std::abs(x[i] - y[i]);
+  return sum / static_cast<double>(x.size());
+}
+
+Tensor truncated(const Tensor& bytes, std::int64_t keep) {
+  Tensor cut = Tensor::empty({keep}, DType::u8);
+  std::memcpy(cut.raw_data(), bytes.raw_data(), static_cast<std::size_t>(keep));
+  return cut;
+}
+
+template <typename Body>
+std::string io_error_of(Body&& body) {
+  try {
+    body();
+  } catch (const IoError& error) {
+    return error.what();
+  }
+  return "(no IoError thrown)";
+}
+
+TEST(ImageCodec, PngRoundTripsExactlyForEveryChannelCount) {
+  for (const std::int64_t channels : {1, 2, 3, 4}) {
+    const Tensor image = gradient(17, 23, channels);
+    const Tensor bytes = encode_png(image);
+    EXPECT_EQ(sniff(bytes), Format::png);
+    const Info info = read_info(bytes);
+    EXPECT_EQ(info.height, 17);
+    EXPECT_EQ(info.width, 23);
+    EXPECT_EQ(info.channels, channels);
+    const Tensor decoded = decode(bytes);
+    EXPECT_EQ(decoded.shape(), image.shape());
+    EXPECT_EQ(decoded.to_vector<int>(), image.to_vector<int>());
+  }
+}
+
+TEST(ImageCodec, JpegRoundTripsCloselyAndConvertsChannels) {
+  const Tensor image = gradient(32, 36, 3);  // values below 256: no sharp wrap-around edge
+  const Tensor bytes = encode_jpeg(image, 95);
+  EXPECT_EQ(sniff(bytes), Format::jpeg);
+  const Info info = read_info(bytes);
+  EXPECT_EQ(info.height, 32);
+  EXPECT_EQ(info.width, 36);
+  EXPECT_EQ(info.channels, 3);
+  const Tensor decoded = decode(bytes);
+  EXPECT_EQ(decoded.shape(), (Shape{32, 36, 3}));
+  EXPECT_LT(mean_abs_difference(decoded, image), 3.0);
+  EXPECT_EQ(decode(bytes, {.channels = 1}).shape(), (Shape{32, 36, 1}));
+  const Tensor grey = gradient(16, 16, 1);
+  EXPECT_EQ(decode(encode_jpeg(grey)).shape(), (Shape{16, 16, 1}));
+  EXPECT_EQ(decode(encode_jpeg(grey), {.channels = 3}).shape(), (Shape{16, 16, 3}));
+}
+
+TEST(ImageCodec, ReducedDctScaleAndCroppedDecodeMatchTheFullDecode) {
+  const Tensor image = gradient(120, 90, 3);
+  const Tensor bytes = encode_jpeg(image, 95);
+  const Tensor full = decode(bytes);
+  EXPECT_EQ(decode(bytes, {.scale_eighths = 4}).shape(), (Shape{60, 45, 3}));
+  EXPECT_EQ(decode(bytes, {.scale_eighths = 1}).shape(), (Shape{15, 12, 3}));
+  EXPECT_EQ(decode(bytes, {.scale_eighths = 5}).shape(), (Shape{75, 57, 3}));  // rounded up
+  // A window that starts off the 8-pixel grid: libjpeg decodes whole blocks, we cut the rest.
+  const CropWindow window{37, 21, 50, 41};
+  const Tensor cropped = decode_and_crop_jpeg(bytes, window);
+  EXPECT_EQ(cropped.shape(), (Shape{50, 41, 3}));
+  EXPECT_LT(mean_abs_difference(cropped, crop(full, window)), 1.0);
+  const Tensor small = decode_and_crop_jpeg(bytes, window, {.scale_eighths = 4});
+  EXPECT_EQ(small.shape(), (Shape{26, 21, 3}));  // rows 18..43, columns 10..30
+  EXPECT_NE(testing::error_of([&] {
+              decode_and_crop_jpeg(bytes, {100, 0, 30, 10});
+            }).find("is not inside the 120x90 image"),
+            std::string::npos);
+}
+
+TEST(ImageCodec, ProgressiveJpegsDecodeAndCropLikeBaselineOnes) {
+  const Tensor image = gradient(80, 96, 3);
+  const Tensor baseline = encode_jpeg(image, 95);
+  const Tensor progressive = encode_jpeg(image, 95, /*progressive=*/true);
+  EXPECT_NE(progressive.numel(), baseline.numel());
+  EXPECT_LT(mean_abs_difference(decode(progressive), decode(baseline)), 1.0);
+  const CropWindow window{21, 13, 40, 50};
+  EXPECT_LT(mean_abs_difference(decode_and_crop_jpeg(progressive, window),
+                                crop(decode(progressive), window)),
+            1.0);
+  EXPECT_EQ(decode_and_crop_jpeg(progressive, window, {.scale_eighths = 2}).shape(),
+            (Shape{11, 13, 3}));  // rows 5..15, columns 3..15
+}
+
+TEST(ImageCodec, CorruptTruncatedAndForeignDataAreIoErrors) {
+  const Tensor jpeg = encode_jpeg(gradient(64, 64, 3));
+  EXPECT_NE(io_error_of([&] {
+              decode(truncated(jpeg, jpeg.numel() / 2), {}, "cat.jpg");
+            }).find("cat.jpg: the JPEG data is truncated"),
+            std::string::npos);
+  EXPECT_NE(io_error_of([&] { decode(truncated(jpeg, 20)); }).find("corrupt or unsupported JPEG"),
+            std::string::npos);
+  const Tensor png = encode_png(gradient(32, 32, 3));
+  EXPECT_NE(io_error_of([&] { decode(truncated(png, png.numel() - 30)); }).find("PNG"),
+            std::string::npos);
+  const std::string text = io_error_of([&] { decode(Element::bytes("GIF89a..."), {}, "x.gif"); });
+  EXPECT_NE(text.find("x.gif: not a JPEG or PNG image (starts with 47 49 46 38)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(io_error_of([&] { decode(Element::bytes("")); }).find("no data"), std::string::npos);
+  EXPECT_NE(
+      io_error_of([&] { decode(jpeg, {.max_pixels = 1000}); }).find("above the limit of 1000"),
+      std::string::npos);
+  EXPECT_NE(testing::error_of([&] { decode(jpeg, {.scale_eighths = 9}); }).find("1 to 8"),
+            std::string::npos);
+}
+
+TEST(ImageOps, ResizeUsesHalfPixelCentres) {
+  const Tensor row = Tensor::from_vector<float>({0.0f, 10.0f}, {1, 2, 1});
+  EXPECT_EQ(resize(row, 1, 4).to_vector<float>(), (std::vector<float>{0.0f, 2.5f, 7.5f, 10.0f}));
+  const Tensor row_u8 = Tensor::from_vector<std::uint8_t>({0, 10}, {1, 2, 1});
+  EXPECT_EQ(resize(row_u8, 1, 4).to_vector<int>(), (std::vector<int>{0, 3, 8, 10}));
+  // Halving averages pairs: output pixel 0 sits at source 0.5.
+  const Tensor square = Tensor::from_vector<float>(
+      {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}, {4, 4, 1});
+  EXPECT_EQ(resize(square, 2, 2).to_vector<float>(), (std::vector<float>{5, 9, 21, 25}));
+  const Tensor image = gradient(9, 7, 3);
+  EXPECT_EQ(resize(image, 9, 7).to_vector<int>(), image.to_vector<int>());
+}
+
+TEST(ImageOps, CropFlipAndNormalize) {
+  const Tensor image =
+      Tensor::from_vector<std::uint8_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 3, 2});
+  EXPECT_EQ(crop(image, {1, 1, 1, 2}).to_vector<int>(), (std::vector<int>{9, 10, 11, 12}));
+  EXPECT_EQ(flip_left_right(image).to_vector<int>(),
+            (std::vector<int>{5, 6, 3, 4, 1, 2, 11, 12, 9, 10, 7, 8}));
+  const Tensor normalized = normalize(image, {1.0f, 2.0f}, {2.0f, 4.0f});
+  EXPECT_EQ(normalized.dtype(), DType::f32);
+  EXPECT_EQ(normalized.to_vector<float>()[0], 0.0f);   // (1 - 1) / 2
+  EXPECT_EQ(normalized.to_vector<float>()[1], 0.0f);   // (2 - 2) / 4
+  EXPECT_EQ(normalized.to_vector<float>()[11], 2.5f);  // (12 - 2) / 4
+  EXPECT_NE(testing::error_of([&] {
+              crop(image, {1, 1, 2, 2});
+            }).find("not inside the image"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] {
+              normalize(image, {1, 2, 3}, {1});
+            }).find("one per channel"),
+            std::string::npos);
+}
+
+TEST(ImageOps, SampledCropsStayInsideAndFollowTheKey) {
+  const RandomResizedCropOptions options;
+  std::set<std::int64_t> heights;
+  for (std::uint64_t key = 0; key < 500; ++key) {
+    const CropWindow window = sample_crop(375, 500, options, key);
+    ASSERT_GT(window.height, 0);
+    ASSERT_GT(window.width, 0);
+    ASSERT_GE(window.y, 0);
+    ASSERT_GE(window.x, 0);
+    ASSERT_LE(window.y + window.height, 375);
+    ASSERT_LE(window.x + window.width, 500);
+    const double area = static_cast<double>(window.height * window.width) / (375.0 * 500.0);
+    EXPECT_GE(area, 0.07);
+    heights.insert(window.height);
+    const CropWindow again = sample_crop(375, 500, options, key);
+    EXPECT_EQ(again.y, window.y);
+    EXPECT_EQ(again.height, window.height);
+  }
+  EXPECT_GT(heights.size(), 100u);
+}
+
+TEST(ImageTransforms, AnImageNetStylePipelineOnJpegBytes) {
+  std::vector<Element> jpegs;
+  for (int i = 0; i < 6; ++i) {
+    Element element{{"image", encode_jpeg(gradient(300 + 10 * i, 400, 3))},
+                    {"label", Tensor::scalar(i, DType::i32)}};
+    jpegs.push_back(element);
+  }
+  auto source = std::make_shared<std::vector<Element>>(jpegs);
+  const Pipeline pipeline =
+      Pipeline::from_generator(
+          [source] {
+            auto next = std::make_shared<std::size_t>(0);
+            return Pipeline::Generator([source, next]() -> std::optional<Element> {
+              if (*next == source->size()) return std::nullopt;
+              return (*source)[(*next)++];
+            });
+          },
+          6)
+          .map(data::random_resized_crop(64, 64, 7), {.num_parallel_calls = 2})
+          .map(data::random_flip_left_right(7))
+          .map(data::normalize({127.5f}, {127.5f}))
+          .batch(3);
+  const std::vector<Element> epoch0 = pipeline.collect(0);
+  ASSERT_EQ(epoch0.size(), 2u);
+  EXPECT_EQ(epoch0[0].at("image").shape(), (Shape{3, 64, 64, 3}));
+  EXPECT_EQ(epoch0[0].at("image").dtype(), DType::f32);
+  for (const float value : epoch0[1].at("image").to_vector<float>()) {
+    ASSERT_GE(value, -1.0f);
+    ASSERT_LE(value, 1.0f);
+  }
+  // The same pass gives the same crops; another pass other ones.
+  EXPECT_EQ(pipeline.collect(0)[1].at("image").to_vector<float>(),
+            epoch0[1].at("image").to_vector<float>());
+  EXPECT_NE(pipeline.collect(1)[1].at("image").to_vector<float>(),
+            epoch0[1].at("image").to_vector<float>());
+}
+
+TEST(ImageTransforms, RandomCropFlipAndCastOnDecodedImages) {
+  const Tensor image = gradient(10, 12, 1);
+  const Pipeline images = Pipeline::from_tensor_slices(
+      {{"image", Tensor::from_storage(image.storage(), 0, {1, 10, 12, 1}, DType::u8)}});
+  const Pipeline many = images.repeat(200);
+  int flipped = 0;
+  for (const Element& element : many.map(data::random_flip_left_right(3)).collect()) {
+    flipped += element.at("image").to_vector<int>()[0] != image.to_vector<int>()[0] ? 1 : 0;
+  }
+  EXPECT_GT(flipped, 60);
+  EXPECT_LT(flipped, 140);
+  for (const Element& element : many.take(20).map(data::random_crop(4, 5, 1)).collect()) {
+    const std::vector<int> pixels = element.at("image").to_vector<int>();
+    ASSERT_EQ(pixels.size(), 20u);
+    // Neighbours in a window differ as in the source image: +3 along x, +2 along y.
+    EXPECT_EQ((pixels[1] - pixels[0] + 256) % 256, 3);
+    EXPECT_EQ((pixels[5] - pixels[0] + 256) % 256, 2);
+  }
+  const Element scaled = images.map(data::cast(DType::f32, 1.0 / 255.0)).collect()[0];
+  EXPECT_FLOAT_EQ(scaled.at("image").to_vector<float>()[1], 3.0f / 255.0f);
+  EXPECT_NE(testing::error_of([&] {
+              images.map(data::random_crop(20, 5, 1)).collect();
+            }).find("does not fit"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::image

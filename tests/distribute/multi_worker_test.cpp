@@ -1,0 +1,263 @@
+// Multi-worker training for real: each test starts Debian's OpenMPI `mpirun` itself with the
+// worker program (tests/distribute/mpi_worker_main.cpp) and checks what the workers wrote and
+// said. The faults (a worker that never joins, stalls, dies, or runs other settings) must end
+// every worker with an error naming the culprit, never a hang: every run is also bounded by
+// `timeout`, so a hang fails the test instead of blocking CTest.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/cli_runner.h"
+#include "data/idx_files.h"
+#include "tandem/data.h"
+
+namespace tandem::testing {
+namespace {
+
+struct JobResult {
+  int status = -1;
+  std::string output;  // stdout and stderr of every worker and of mpirun
+  double seconds = 0;
+};
+
+// Runs a shell command under `timeout` (a hang shows up as status 124).
+JobResult run_job(const std::string& command, int limit_seconds) {
+  ScratchDir scratch;
+  const std::string output = scratch.file("output");
+  const auto start = std::chrono::steady_clock::now();
+  const int raw = std::system(("timeout -k 5 " + std::to_string(limit_seconds) + " " + command +
+                               " >" + shell_quote(output) + " 2>&1 </dev/null")
+                                  .c_str());
+  JobResult result;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  result.output = slurp(output);
+  return result;
+}
+
+// mpirun as a test on a small machine needs it: more workers than cores, and root in containers.
+std::string mpirun() {
+  return std::string("mpirun --oversubscribe") + (geteuid() == 0 ? " --allow-run-as-root" : "");
+}
+
+// The tests start Debian's OpenMPI; without it there is nothing to test against.
+bool have_mpirun() {
+  return std::system("command -v mpirun >/dev/null 2>&1") == 0;
+}
+
+#define REQUIRE_MPIRUN()                                                                   \
+  if (!have_mpirun()) {                                                                    \
+    GTEST_SKIP() << "mpirun is not on PATH; scripts/install-deps.sh installs openmpi-bin"; \
+  }
+
+std::string worker(const std::string& arguments) {
+  return shell_quote(TANDEM_MPI_WORKER_PATH) + " " + arguments;
+}
+
+void expect_contains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in:\n" << text;
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  return lines;
+}
+
+std::vector<float> floats_of(const std::string& path) {
+  const std::string bytes = slurp(path);
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+bool have_fashion_mnist() {
+  return std::filesystem::exists(std::string(data::kFashionMnistDefaultDir) +
+                                 "/train-images-idx3-ubyte.gz") ||
+         std::filesystem::exists(std::string(data::kFashionMnistDefaultDir) +
+                                 "/train-images-idx3-ubyte");
+}
+
+TEST(MultiWorker, TwoRanksTrainTheCnnBitIdenticalAndMatchOneProcess) {
+  REQUIRE_MPIRUN();
+  if (!have_fashion_mnist()) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (" << data::kFashionMnistDefaultDir
+                 << "); scripts/install-deps.sh installs it";
+  }
+  ScratchDir out;
+  // 544 examples in global batches of 64: 8 full steps and a last one of 32 (16 per rank); small
+  // buckets, so several all-reduces overlap the backward pass.
+  const std::string arguments = "--out " + out.path().string() + " --data-dir " +
+                                data::kFashionMnistDefaultDir +
+                                " --model cnn --examples 544 --batch-size 64 --bucket-bytes 65536";
+  const JobResult distributed = run_job(mpirun() + " -np 2 " + worker(arguments), 120);
+  ASSERT_EQ(distributed.status, 0) << distributed.output;
+  const JobResult single = run_job(worker(arguments + " --single 1"), 120);
+  ASSERT_EQ(single.status, 0) << single.output;
+
+  // After every step both ranks hold the same weights, to the bit, and log the same loss.
+  const std::vector<std::string> rank0 = lines_of(out.file("rank0.steps"));
+  const std::vector<std::string> rank1 = lines_of(out.file("rank1.steps"));
+  ASSERT_EQ(rank0.size(), 9u);
+  EXPECT_EQ(rank0, rank1);
+  EXPECT_EQ(slurp(out.file("rank0.weights")), slurp(out.file("rank1.weights")));
+
+  // And they match one process training on the same global batches, up to float rounding.
+  const std::vector<std::string> reference = lines_of(out.file("single.steps"));
+  ASSERT_EQ(reference.size(), rank0.size());
+  for (std::size_t step = 0; step < reference.size(); ++step) {
+    std::istringstream ours(rank0[step]);
+    std::istringstream theirs(reference[step]);
+    std::string index, digest;
+    double loss = 0, reference_loss = 0;
+    ours >> index >> digest >> loss;
+    theirs >> index >> digest >> reference_loss;
+    EXPECT_NEAR(loss, reference_loss, 1e-4 * std::max(1.0, reference_loss)) << "step " << step;
+  }
+  // The all-reduce sums in another order than one process does, so gradients differ in their
+  // last bits. Adam divides each step by the gradient's running magnitude: where a gradient is
+  // near zero, that rounding noise is magnified up to the size of a whole step (the learning
+  // rate, 1e-3). So nearly every weight agrees to 1e-6, and none by more than one step.
+  const std::vector<float> weights = floats_of(out.file("rank0.weights"));
+  const std::vector<float> expected = floats_of(out.file("single.weights"));
+  ASSERT_EQ(weights.size(), expected.size());
+  double worst = 0;
+  std::size_t close = 0;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    const double difference = std::abs(static_cast<double>(weights[i]) - expected[i]);
+    worst = std::max(worst, difference);
+    close += difference <= 1e-6;
+  }
+  EXPECT_GE(static_cast<double>(close), 0.99 * static_cast<double>(weights.size()));
+  EXPECT_LT(worst, 1e-3) << "largest difference from the single-process run";
+}
+
+TEST(MultiWorker, AWorkerThatNeverJoinsIsNamed) {
+  REQUIRE_MPIRUN();
+  ScratchDir out;
+  // Rank 1 is not a Tandem worker at all: it never starts MPI.
+  const JobResult result =
+      run_job(mpirun() + " -np 1 " + worker("--out " + out.path().string() + " --join-timeout 3") +
+                  " : -np 1 sleep 60",
+              60);
+  EXPECT_NE(result.status, 0);
+  EXPECT_NE(result.status, 124) << "hung:\n" << result.output;
+  expect_contains(result.output, "worker 0 of 2: the workers did not all start within 3");
+  expect_contains(result.output, "rank 1 never joined");
+  EXPECT_LT(result.seconds, 30);
+}
+
+TEST(MultiWorker, AWorkerThatNeverReachesTrainingIsNamed) {
+  REQUIRE_MPIRUN();
+  ScratchDir out;
+  const JobResult result =
+      run_job(mpirun() + " -np 2 " +
+                  worker("--out " + out.path().string() +
+                         " --model mlp --collective-timeout 3 --fault stall-before-fit "
+                         "--fault-rank 1"),
+              60);
+  EXPECT_NE(result.status, 0);
+  EXPECT_NE(result.status, 124) << "hung:\n" << result.output;
+  expect_contains(result.output,
+                  "worker 0 of 2: rank 1 did not reach the start of training within 3");
+  // The stalled worker is stopped too, and says so.
+  expect_contains(result.output, "worker 1 of 2 stopped by the launcher");
+}
+
+TEST(MultiWorker, AWorkerThatStopsRespondingIsNamedByARollCall) {
+  REQUIRE_MPIRUN();
+  ScratchDir out;
+  const JobResult result =
+      run_job(mpirun() + " -np 2 " +
+                  worker("--out " + out.path().string() +
+                         " --model mlp --collective-timeout 3 --fault stall-at-step "
+                         "--fault-step 2 --fault-rank 1"),
+              60);
+  EXPECT_NE(result.status, 0);
+  EXPECT_NE(result.status, 124) << "hung:\n" << result.output;
+  expect_contains(result.output,
+                  "worker 0 of 2: rank 1 stopped responding: the gradient "
+                  "all-reduce (bucket 1 of");
+  expect_contains(result.output, ") of step 3 did not complete within 3");
+  expect_contains(result.output, "did not answer the other workers' roll call");
+  // Two steps went through on both ranks before.
+  EXPECT_EQ(lines_of(out.file("rank0.steps")).size(), 2u);
+}
+
+TEST(MultiWorker, AWorkerThatDiesStopsEveryWorker) {
+  REQUIRE_MPIRUN();
+  ScratchDir out;
+  const JobResult result =
+      run_job(mpirun() + " -np 2 " +
+                  worker("--out " + out.path().string() +
+                         " --model mlp --collective-timeout 30 --fault die-at-step "
+                         "--fault-step 2 --fault-rank 1"),
+              60);
+  EXPECT_NE(result.status, 0);
+  EXPECT_NE(result.status, 124) << "hung:\n" << result.output;
+  // mpirun names the dead worker and stops the other, which says why it stops (that the
+  // launcher stopped it, or, had it noticed first, that rank 1 stopped responding).
+  expect_contains(result.output, "rank 1");
+  expect_contains(result.output, "signal 9");
+  expect_contains(result.output, "tandem: error: worker 0 of 2");
+  EXPECT_LT(result.seconds, 25) << "the survivor waited for its collective timeout";
+}
+
+TEST(MultiWorker, MismatchedSettingsStopEveryWorkerAtStartUp) {
+  REQUIRE_MPIRUN();
+  ScratchDir out;
+  const std::string common =
+      "--out " + out.path().string() + " --model mlp --collective-timeout 20";
+  const JobResult result = run_job(mpirun() + " -np 1 " + worker(common + " --batch-size 64") +
+                                       " : -np 1 " + worker(common + " --batch-size 32"),
+                                   60);
+  EXPECT_NE(result.status, 0);
+  for (const char* label : {"worker 0 of 2", "worker 1 of 2"}) {
+    expect_contains(result.output, std::string(label) +
+                                       ": the workers' settings differ, so they "
+                                       "cannot train together: global batch size: "
+                                       "64 on rank 0, 32 on rank 1");
+  }
+  expect_contains(result.output, "batches per epoch: 8 on rank 0, 16 on rank 1");
+  EXPECT_FALSE(std::filesystem::exists(out.file("rank0.steps")) &&
+               !lines_of(out.file("rank0.steps")).empty())
+      << "a step ran despite the mismatch";
+}
+
+TEST(MultiWorker, TandemLaunchTrainsFromTheCommandLine) {
+  REQUIRE_MPIRUN();
+  ScratchDir data;
+  write_tiny_fashion_mnist(data.path(), 96, 32, 28, 28);
+  const std::string report = data.file("report.json");
+  const JobResult result =
+      run_job(shell_quote(TANDEM_CLI_PATH) +
+                  " launch -n 2 -- tandem train --strategy "
+                  "multi-worker --model mlp --epochs 1 --batch-size 16 --threads 1 "
+                  "--data-dir " +
+                  data.path().string() + " --report " + report,
+              120);
+  ASSERT_EQ(result.status, 0) << result.output;
+  expect_contains(result.output,
+                  "strategy: MultiWorker(2 workers, cpu per worker), global batch "
+                  "32 = 16 per replica x 2 replicas");
+  // Only the chief reports.
+  EXPECT_EQ(result.output.find("test accuracy: "), result.output.rfind("test accuracy: "));
+  JsonChecker json(slurp(report));
+  ASSERT_TRUE(json.valid()) << slurp(report);
+  EXPECT_EQ(json.top_level().at("replicas"), "2");
+  EXPECT_EQ(json.top_level().at("global_batch_size"), "32");
+  EXPECT_EQ(json.top_level().at("batch_size"), "16");
+}
+
+}  // namespace
+}  // namespace tandem::testing

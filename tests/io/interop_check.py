@@ -1,0 +1,101 @@
+"""Checks Tandem's files with the tools other people use (run by tests/io/interop_test.cpp).
+
+  interop_check.py safetensors FILE EXPECTED.json
+      The `safetensors` package loads FILE; every tensor must have the dtype, shape and exact
+      bytes EXPECTED.json lists ({name: {"dtype", "shape", "hex"}}).
+  interop_check.py onnx MODEL.onnx DATA.safetensors TOLERANCE
+      onnxruntime runs MODEL on DATA's "input"; the result must match DATA's "output" (Tandem's
+      prediction) within TOLERANCE, absolutely.
+  interop_check.py torch ARCH WEIGHTS.safetensors DATA.safetensors
+      Builds ARCH ("mlp" or "cnn", the zoo's models) in PyTorch with random weights, saves its
+      state dict with safetensors.torch.save_file, and saves an input and PyTorch's output. Exits
+      3 when PyTorch is not installed (it comes with the bench group).
+Prints one line per check; exits 1 on a mismatch.
+"""
+import json
+import sys
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+
+def check_safetensors(path, expected_path):
+    with open(expected_path) as f:
+        expected = json.load(f)
+    loaded = load_file(path)
+    if sorted(loaded) != sorted(expected):
+        print(f"tensor names differ: {sorted(loaded)} vs {sorted(expected)}")
+        return 1
+    for name, want in expected.items():
+        array = loaded[name]
+        if str(array.dtype) != want["dtype"] or list(array.shape) != want["shape"]:
+            print(f"{name}: {array.dtype} {list(array.shape)}, expected {want['dtype']} {want['shape']}")
+            return 1
+        if array.tobytes().hex() != want["hex"]:
+            print(f"{name}: values differ")
+            return 1
+    print(f"safetensors {__import__('safetensors').__version__} read {len(expected)} tensors of "
+          f"{path} with the same values")
+    return 0
+
+
+def check_onnx(model_path, data_path, tolerance):
+    import onnxruntime as ort
+
+    data = load_file(data_path)
+    session = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    (result,) = session.run(["output"], {"input": data["input"]})
+    if result.shape != data["output"].shape:
+        print(f"onnxruntime gave shape {result.shape}, Tandem {data['output'].shape}")
+        return 1
+    difference = float(np.max(np.abs(result - data["output"])))
+    print(f"onnxruntime {ort.__version__}: {model_path}: max |difference| {difference:.3g} "
+          f"(tolerance {tolerance})")
+    return 0 if difference <= tolerance else 1
+
+
+def write_torch(arch, weights_path, data_path):
+    try:
+        import torch
+        from safetensors.torch import save_file as save_torch
+    except ImportError:
+        print("PyTorch is not installed in this environment (scripts/python-env.sh bench "
+              "installs it)")
+        return 3
+    torch.manual_seed(0)
+    if arch == "mlp":
+        module = torch.nn.Sequential(
+            torch.nn.Flatten(), torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    else:
+        # The TensorFlow tutorial CNN as a PyTorch user writes it: NCHW, Flatten of (C, H, W).
+        module = torch.nn.Sequential(
+            torch.nn.Conv2d(1, 32, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(32, 64, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Flatten(), torch.nn.Linear(64 * 5 * 5, 64), torch.nn.ReLU(),
+            torch.nn.Linear(64, 10))
+    module.eval()
+    images = torch.rand(4, 1, 28, 28)
+    with torch.no_grad():
+        output = module(images)
+    save_torch(module.state_dict(), weights_path)
+    # Tandem takes NHWC images.
+    save_file({"input": images.permute(0, 2, 3, 1).contiguous().numpy(),
+               "output": output.numpy()}, data_path)
+    print(f"torch {torch.__version__}: wrote the {arch} state dict "
+          f"({', '.join(module.state_dict())}) to {weights_path}")
+    return 0
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[0] == "safetensors":
+        return check_safetensors(argv[1], argv[2])
+    if len(argv) == 4 and argv[0] == "onnx":
+        return check_onnx(argv[1], argv[2], float(argv[3]))
+    if len(argv) == 4 and argv[0] == "torch":
+        return write_torch(argv[1], argv[2], argv[3])
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

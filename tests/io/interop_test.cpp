@@ -1,0 +1,201 @@
+// Tandem's files in the tools other people use, through tests/io/interop_check.py in the project
+// virtualenv (scripts/python-env.sh interop: safetensors, onnxruntime, numpy, pinned): the
+// `safetensors` package reads checkpoints with the same values, onnxruntime runs ONNX exports
+// within 1e-5 of Tandem, and PyTorch-written weights load into the matching Tandem model. Skipped,
+// with the reason, where the package index cannot be reached.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_runner.h"
+#include "io/io_support.h"
+
+namespace tandem {
+namespace {
+
+using testing::ScratchDir;
+using testing::shell_quote;
+
+constexpr double kOnnxTolerance = 1e-5;
+
+struct Python {
+  std::string interpreter;  // empty: not available
+  std::string why_not;
+};
+
+// The project virtualenv with the interop group, made once per test run.
+const Python& interop_python() {
+  static const Python python = [] {
+    const std::string root = TANDEM_SOURCE_DIR;
+    const std::string command = shell_quote(root + "/scripts/python-env.sh") + " interop 2>&1";
+    std::string output;
+    FILE* pipe = ::popen(command.c_str(), "r");
+    char buffer[512];
+    while (pipe != nullptr && std::fgets(buffer, sizeof buffer, pipe) != nullptr)
+      output += buffer;
+    const int raw = pipe != nullptr ? ::pclose(pipe) : -1;
+    const int status = raw >= 0 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    if (status == 3) return Python{"", "SKIPPED: " + output};
+    if (status != 0) return Python{"", "FAILED: scripts/python-env.sh interop: " + output};
+    const char* venv = std::getenv("TANDEM_VENV");
+    return Python{(venv != nullptr ? std::string(venv) : root + "/.venv") + "/bin/python", ""};
+  }();
+  return python;
+}
+
+struct CheckRun {
+  int status;
+  std::string output;
+};
+
+CheckRun run_check(const std::vector<std::string>& args) {
+  std::string command = shell_quote(interop_python().interpreter) + " " +
+                        shell_quote(std::string(TANDEM_SOURCE_DIR) + "/tests/io/interop_check.py");
+  for (const std::string& arg : args)
+    command += " " + shell_quote(arg);
+  command += " 2>&1";
+  std::string output;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  char buffer[512];
+  while (pipe != nullptr && std::fgets(buffer, sizeof buffer, pipe) != nullptr)
+    output += buffer;
+  const int raw = pipe != nullptr ? ::pclose(pipe) : -1;
+  return {raw >= 0 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, output};
+}
+
+#define REQUIRE_INTEROP_PYTHON()                                                 \
+  do {                                                                           \
+    const Python& python = interop_python();                                     \
+    if (python.interpreter.empty()) {                                            \
+      if (python.why_not.starts_with("SKIPPED")) GTEST_SKIP() << python.why_not; \
+      FAIL() << python.why_not;                                                  \
+    }                                                                            \
+  } while (0)
+
+// What the Python side must find: dtype (numpy's name), shape and the bytes in hex.
+void write_expected(const io::Safetensors& file, const std::string& path) {
+  nlohmann::json expected = nlohmann::json::object();
+  for (const auto& [name, tensor] : file.tensors) {
+    static const char kHex[] = "0123456789abcdef";
+    std::string hex;
+    const auto* bytes = static_cast<const unsigned char*>(tensor.raw_data());
+    for (std::size_t i = 0; i < tensor.nbytes(); ++i) {
+      hex += kHex[bytes[i] >> 4];
+      hex += kHex[bytes[i] & 15];
+    }
+    const std::map<DType, std::string> numpy_names{{DType::f32, "float32"}, {DType::f64, "float64"},
+                                                   {DType::f16, "float16"}, {DType::i32, "int32"},
+                                                   {DType::i64, "int64"},   {DType::u8, "uint8"},
+                                                   {DType::boolean, "bool"}};
+    expected[name] = {
+        {"dtype", numpy_names.at(tensor.dtype())}, {"shape", tensor.shape()}, {"hex", hex}};
+  }
+  std::ofstream(path) << expected.dump();
+}
+
+TEST(Interop, TheSafetensorsPackageReadsCheckpointsWithTheSameValues) {
+  REQUIRE_INTEROP_PYTHON();
+  ScratchDir scratch;
+  nn::Model model = testing::small_model();
+  model.fit(*testing::small_dataset(), 1);
+  {
+    io::CheckpointManager manager(scratch.path().string(), {.async = false});
+    manager.save(model, {1, 0, 12}, {}, 12, 1);
+  }
+  io::save_safetensors(scratch.file("dtypes.safetensors"),
+                       {{"f64", Tensor::from_vector<double>({0.1, -2.5}, {2})},
+                        {"f16", cast(Tensor::from_vector<float>({0.5f, -1.0f}, {2}), DType::f16)},
+                        {"i32", Tensor::from_vector<std::int32_t>({7, -8}, {1, 2})},
+                        {"i64", Tensor::from_vector<std::int64_t>({1LL << 40}, {1})},
+                        {"u8", Tensor::from_vector<std::uint8_t>({0, 200}, {2})},
+                        {"bool", Tensor::from_vector<bool>({true, false}, {2})},
+                        {"scalar", Tensor::scalar(3.0)}});
+  for (const std::string& file : {scratch.file("ckpt-0000000012/model.safetensors"),
+                                  scratch.file("ckpt-0000000012/optimizer.safetensors"),
+                                  scratch.file("dtypes.safetensors")}) {
+    write_expected(io::load_safetensors(file), scratch.file("expected.json"));
+    const CheckRun run = run_check({"safetensors", file, scratch.file("expected.json")});
+    EXPECT_EQ(run.status, 0) << run.output;
+    std::cout << run.output;
+  }
+}
+
+// A model of the zoo's kinds with every layer ONNX export covers: strided and dilated "same"
+// convolutions, GELU, average and max pooling, batch norm, a residual Add, Dropout, softmax.
+nn::Model every_layer_model() {
+  nn::clear_session();
+  manual_seed(12);
+  const nn::SymbolicTensor inputs = nn::Input({12, 12, 3});
+  nn::SymbolicTensor x = nn::Conv2D(
+      8, 3, nn::Conv2DConfig{.strides = 2, .padding = "same", .activation = "gelu"})(inputs);
+  x = nn::BatchNormalization()(x);
+  nn::SymbolicTensor y = nn::Conv2D(
+      8, 3, nn::Conv2DConfig{.padding = "same", .dilation_rate = 2, .activation = "sigmoid"})(x);
+  x = nn::Activation("tanh")(nn::Add()({x, y}));
+  x = nn::AveragePooling2D(3, 2, "same")(x);
+  const nn::SymbolicTensor pooled = nn::GlobalAveragePooling2D()(nn::MaxPool2D(2, 1)(x));
+  x = nn::Dense(6, "relu")(nn::Flatten()(x));
+  x = nn::Dropout(0.5)(x);
+  x = nn::Activation("softmax")(nn::Dense(5)(x));
+  const nn::SymbolicTensor outputs = nn::Add()({x, nn::Dense(5)(pooled)});
+  return nn::Model(inputs, outputs, "every_layer");
+}
+
+TEST(Interop, OnnxRuntimeMatchesTandemWithinTolerance) {
+  REQUIRE_INTEROP_PYTHON();
+  ScratchDir scratch;
+  std::vector<std::pair<std::string, nn::Model>> models;
+  for (const std::string name : {"cnn", "mlp", "resnet_small"}) {
+    manual_seed(21);
+    models.emplace_back(name, nn::zoo::build(name, {28, 28, 1}, 10));
+  }
+  {
+    // Trained batch norm statistics, not the initial zeros and ones.
+    nn::Model trained = testing::small_model();
+    trained.fit(*testing::small_dataset(), 2);
+    models.emplace_back("small_trained", std::move(trained));
+  }
+  models.emplace_back("every_layer", every_layer_model());
+  for (auto& [name, model] : models) {
+    SCOPED_TRACE(name);
+    Generator generator(31);
+    Shape batch{7};
+    batch.insert(batch.end(), model.input_shape().begin() + 1, model.input_shape().end());
+    const Tensor x = random_uniform(batch, 0.0, 1.0, DType::f32, generator);
+    const std::string onnx = scratch.file(name + ".onnx");
+    io::export_onnx(model, onnx, {.opset = name == "every_layer" ? 17 : 13});
+    io::save_safetensors(scratch.file(name + ".data"),
+                         {{"input", x}, {"output", model.predict(x)}});
+    const CheckRun run =
+        run_check({"onnx", onnx, scratch.file(name + ".data"), std::to_string(kOnnxTolerance)});
+    EXPECT_EQ(run.status, 0) << run.output;
+    std::cout << run.output;
+  }
+}
+
+TEST(Interop, WeightsPyTorchWroteLoadIntoTheMatchingTandemModel) {
+  REQUIRE_INTEROP_PYTHON();
+  ScratchDir scratch;
+  for (const std::string arch : {"mlp", "cnn"}) {
+    SCOPED_TRACE(arch);
+    const std::string weights = scratch.file(arch + ".safetensors");
+    const std::string data = scratch.file(arch + ".data");
+    const CheckRun run = run_check({"torch", arch, weights, data});
+    if (run.status == 3) GTEST_SKIP() << "SKIPPED: " << run.output;
+    ASSERT_EQ(run.status, 0) << run.output;
+    std::cout << run.output;
+    nn::Model model = nn::zoo::build(arch, {28, 28, 1}, 10);
+    io::import_torch_weights(model, weights);
+    const io::Safetensors expected = io::load_safetensors(data);
+    const Tensor predicted = model.predict(*expected.find("input"));
+    const double difference = reduce_max(abs(predicted - *expected.find("output"))).item();
+    EXPECT_LE(difference, 1e-5) << "Tandem vs PyTorch outputs";
+    std::cout << arch << ": Tandem with PyTorch's weights: max |difference| " << difference << "\n";
+  }
+}
+
+}  // namespace
+}  // namespace tandem
