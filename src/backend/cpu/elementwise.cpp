@@ -23,7 +23,8 @@ bool use_onednn(const Tensor& tensor) {
 template <typename C>
 C gelu_value(C x, bool approximate) {
   if (approximate) {
-    const C inner = C(std::numbers::sqrt2 / std::sqrt(std::numbers::pi)) * (x + C(0.044715) * x * x * x);
+    const C inner =
+        C(std::numbers::sqrt2 / std::sqrt(std::numbers::pi)) * (x + C(0.044715) * x * x * x);
     return C(0.5) * x * (C(1) + std::tanh(inner));
   }
   return C(0.5) * x * (C(1) + std::erf(x / C(std::numbers::sqrt2)));
@@ -144,22 +145,34 @@ EltwiseAlgorithm eltwise_algorithm(OpKind kind, const Attrs& attrs) {
   using a = dnnl::algorithm;
   const bool approximate = attrs.get_bool("approximate", false);
   switch (kind) {
-    case OpKind::neg: return {a::eltwise_linear, -1.0f, 0.0f};
-    case OpKind::abs: return {a::eltwise_abs};
-    case OpKind::exp: return {a::eltwise_exp};
-    case OpKind::log: return {a::eltwise_log};
-    case OpKind::sqrt: return {a::eltwise_sqrt};
-    case OpKind::rsqrt: return {a::eltwise_pow, 1.0f, -0.5f};
-    case OpKind::square: return {a::eltwise_square};
+    case OpKind::neg:
+      return {a::eltwise_linear, -1.0f, 0.0f};
+    case OpKind::abs:
+      return {a::eltwise_abs};
+    case OpKind::exp:
+      return {a::eltwise_exp};
+    case OpKind::log:
+      return {a::eltwise_log};
+    case OpKind::sqrt:
+      return {a::eltwise_sqrt};
+    case OpKind::rsqrt:
+      return {a::eltwise_pow, 1.0f, -0.5f};
+    case OpKind::square:
+      return {a::eltwise_square};
     case OpKind::relu:
-    case OpKind::relu_backward: return {a::eltwise_relu};
+    case OpKind::relu_backward:
+      return {a::eltwise_relu};
     case OpKind::gelu:
-    case OpKind::gelu_backward: return {approximate ? a::eltwise_gelu_tanh : a::eltwise_gelu_erf};
+    case OpKind::gelu_backward:
+      return {approximate ? a::eltwise_gelu_tanh : a::eltwise_gelu_erf};
     case OpKind::sigmoid:
-    case OpKind::sigmoid_backward: return {a::eltwise_logistic_use_dst_for_bwd};
+    case OpKind::sigmoid_backward:
+      return {a::eltwise_logistic_use_dst_for_bwd};
     case OpKind::tanh:
-    case OpKind::tanh_backward: return {a::eltwise_tanh_use_dst_for_bwd};
-    default: TANDEM_ASSERT(false, std::string("no oneDNN eltwise for ") + op_name(kind));
+    case OpKind::tanh_backward:
+      return {a::eltwise_tanh_use_dst_for_bwd};
+    default:
+      TANDEM_ASSERT(false, std::string("no oneDNN eltwise for ") + op_name(kind));
   }
   return {a::eltwise_relu};
 }
@@ -250,7 +263,8 @@ void unary_backward_kernel(const KernelContext& c) {
   map_pairwise(c.inputs[0], c.inputs[1], c.outputs[0], [approximate](auto dy, auto saved) {
     using C = decltype(dy);
     if constexpr (kKind == OpKind::relu_backward) return saved > C(0) ? dy : C(0);
-    if constexpr (kKind == OpKind::gelu_backward) return C(dy * gelu_derivative(saved, approximate));
+    if constexpr (kKind == OpKind::gelu_backward)
+      return C(dy * gelu_derivative(saved, approximate));
     if constexpr (kKind == OpKind::sigmoid_backward) return C(dy * saved * (C(1) - saved));
     if constexpr (kKind == OpKind::tanh_backward) return C(dy * (C(1) - saved * saved));
   });
@@ -264,10 +278,10 @@ void binary_kernel(const KernelContext& c) {
                               kKind == OpKind::maximum || kKind == OpKind::minimum;
   if constexpr (kHasOneDnn) {
     if (onednn_binary_applies(c)) {
-      const a algorithm = kKind == OpKind::add   ? a::binary_add
-                          : kKind == OpKind::sub ? a::binary_sub
-                          : kKind == OpKind::mul ? a::binary_mul
-                          : kKind == OpKind::div ? a::binary_div
+      const a algorithm = kKind == OpKind::add       ? a::binary_add
+                          : kKind == OpKind::sub     ? a::binary_sub
+                          : kKind == OpKind::mul     ? a::binary_mul
+                          : kKind == OpKind::div     ? a::binary_div
                           : kKind == OpKind::maximum ? a::binary_max
                                                      : a::binary_min;
       return onednn_binary(c, algorithm);
@@ -304,8 +318,8 @@ void comparison_kernel(const KernelContext& c) {
 void select_kernel(const KernelContext& c) {
   const Tensor& condition = c.inputs[0];
   const Tensor& out = c.outputs[0];
-  const BroadcastPlan<3> plan(out.shape(), {&condition.shape(), &c.inputs[1].shape(),
-                                            &c.inputs[2].shape()});
+  const BroadcastPlan<3> plan(out.shape(),
+                              {&condition.shape(), &c.inputs[1].shape(), &c.inputs[2].shape()});
   visit_dtype(c.inputs[1].dtype(), [&](auto tag) {
     using T = decltype(tag);
     const bool* pc = static_cast<const bool*>(condition.raw_data());
@@ -330,8 +344,8 @@ void select_kernel(const KernelContext& c) {
 
 void register_elementwise_kernels(KernelTable& table) {
   using K = OpKind;
-  const std::uint32_t numeric = dtype_mask({DType::f32, DType::f64, DType::bf16, DType::f16,
-                                            DType::i32, DType::i64, DType::u8});
+  const std::uint32_t numeric = dtype_mask(
+      {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u8});
   const std::uint32_t signed_numeric =
       dtype_mask({DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64});
   const std::uint32_t floating = floating_dtypes_mask();

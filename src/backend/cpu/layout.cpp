@@ -15,7 +15,8 @@ void transpose_kernel(const KernelContext& c) {
   const std::vector<std::int64_t>& permutation = c.attrs.get_ints("perm");
   const std::vector<std::int64_t> input_strides = dense_strides(x.shape());
   std::vector<std::int64_t> source_strides;  // input stride of each output axis
-  for (std::int64_t axis : permutation) source_strides.push_back(input_strides[static_cast<std::size_t>(axis)]);
+  for (std::int64_t axis : permutation)
+    source_strides.push_back(input_strides[static_cast<std::size_t>(axis)]);
   const Tensor& y = c.outputs[0];
   strided_copy(y.raw_data(), dense_strides(y.shape()), x.raw_data(), source_strides, y.shape(),
                dtype_size(x.dtype()));
@@ -42,11 +43,13 @@ void slice_kernel(const KernelContext& c) {
   const std::vector<std::int64_t>& begin = c.attrs.get_ints("begin");
   const std::vector<std::int64_t> input_strides = dense_strides(x.shape());
   std::int64_t start = 0;
-  for (std::size_t i = 0; i < begin.size(); ++i) start += begin[i] * input_strides[i];
+  for (std::size_t i = 0; i < begin.size(); ++i)
+    start += begin[i] * input_strides[i];
   const std::size_t element_size = dtype_size(x.dtype());
-  strided_copy(y.raw_data(), dense_strides(y.shape()),
-               static_cast<const char*>(x.raw_data()) + start * static_cast<std::int64_t>(element_size),
-               input_strides, y.shape(), element_size);
+  strided_copy(
+      y.raw_data(), dense_strides(y.shape()),
+      static_cast<const char*>(x.raw_data()) + start * static_cast<std::int64_t>(element_size),
+      input_strides, y.shape(), element_size);
 }
 
 void pad_kernel(const KernelContext& c) {
@@ -58,13 +61,15 @@ void pad_kernel(const KernelContext& c) {
     const T fill = convert_element<T>(value);
     T* out = static_cast<T*>(y.raw_data());
     parallel_for(y.numel(), 1, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) out[i] = fill;
+      for (std::int64_t i = begin; i < end; ++i)
+        out[i] = fill;
     });
   });
   const std::vector<std::int64_t>& paddings = c.attrs.get_ints("paddings");
   const std::vector<std::int64_t> output_strides = dense_strides(y.shape());
   std::int64_t start = 0;
-  for (std::size_t i = 0; i < output_strides.size(); ++i) start += paddings[2 * i] * output_strides[i];
+  for (std::size_t i = 0; i < output_strides.size(); ++i)
+    start += paddings[2 * i] * output_strides[i];
   const std::size_t element_size = dtype_size(x.dtype());
   strided_copy(static_cast<char*>(y.raw_data()) + start * static_cast<std::int64_t>(element_size),
                output_strides, x.raw_data(), dense_strides(x.shape()), x.shape(), element_size);
@@ -80,7 +85,8 @@ void cast_kernel(const KernelContext& c) {
       const From* in = static_cast<const From*>(x.raw_data());
       To* out = static_cast<To*>(y.raw_data());
       parallel_for(x.numel(), 2, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t i = begin; i < end; ++i) out[i] = convert_element<To>(in[i]);
+        for (std::int64_t i = begin; i < end; ++i)
+          out[i] = convert_element<To>(in[i]);
       });
     });
   });

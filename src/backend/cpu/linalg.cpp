@@ -8,43 +8,11 @@
 #include "backend/cpu/loops.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/primitive_cache.h"
+#include "ops/kernel_geometry.h"
 #include "tandem/runtime.h"
 
 namespace tandem::cpu {
 namespace {
-
-// The product as `batch` independent (M, K) x (K, N) products of the stored operands.
-struct MatmulShape {
-  std::int64_t batch = 1;
-  std::int64_t m = 0;
-  std::int64_t k = 0;
-  std::int64_t n = 0;
-  bool b_batched = false;  // false: every batch entry shares the 2-D b
-  bool transpose_a = false;
-  bool transpose_b = false;
-  bool has_bias = false;
-};
-
-MatmulShape matmul_shape(const KernelContext& c) {
-  const Tensor& a = c.inputs[0];  // (..., M, K) or (..., K, M)
-  const Tensor& b = c.inputs[1];  // (..., K, N) or (..., N, K), or 2-D
-  MatmulShape s;
-  s.transpose_a = c.attrs.get_bool("transpose_a");
-  s.transpose_b = c.attrs.get_bool("transpose_b");
-  s.m = s.transpose_a ? a.dim(-1) : a.dim(-2);
-  s.k = s.transpose_a ? a.dim(-2) : a.dim(-1);
-  s.n = s.transpose_b ? b.dim(-2) : b.dim(-1);
-  for (int axis = 0; axis < a.rank() - 2; ++axis)
-    s.batch *= a.dim(axis);
-  s.b_batched = b.rank() > 2;
-  s.has_bias = c.inputs.size() == 3;
-  // A shared b and an untransposed a: the batch folds into M, giving one taller product.
-  if (!s.b_batched && !s.transpose_a) {
-    s.m *= s.batch;
-    s.batch = 1;
-  }
-  return s;
-}
 
 // ---- loops (f64, f16, integers; the reference for the oneDNN path) ----
 template <typename T>

@@ -5,8 +5,10 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "ops/kernel_geometry.h"
 #include "tandem/tensor.h"
 
 namespace tandem::cpu {
@@ -41,45 +43,16 @@ template <int kInputs>
 class BroadcastPlan {
  public:
   BroadcastPlan(const Shape& out_shape, const std::array<const Shape*, kInputs>& input_shapes) {
-    const std::size_t rank = out_shape.size();
-    // Per-input strides aligned to the output's rank, 0 where the input broadcasts.
-    std::vector<std::array<std::int64_t, kInputs>> strides(rank);
-    for (int k = 0; k < kInputs; ++k) {
-      const Shape& shape = *input_shapes[k];
-      std::int64_t stride = 1;
-      for (std::size_t i = rank; i-- > 0;) {
-        const std::size_t offset = rank - shape.size();
-        const std::int64_t extent = i < offset ? 1 : shape[i - offset];
-        strides[i][k] = extent == 1 ? 0 : stride;
-        stride *= extent;
-      }
-    }
-    // Coalesce adjacent axes whose strides continue each other, so rows get long.
-    for (std::size_t i = 0; i < rank; ++i) {
-      if (out_shape[i] == 1) continue;
-      if (!extents_.empty()) {
-        bool mergeable = true;
-        for (int k = 0; k < kInputs; ++k) {
-          if (strides_.back()[k] != strides[i][k] * out_shape[i]) mergeable = false;
-        }
-        if (mergeable) {
-          extents_.back() *= out_shape[i];
-          strides_.back() = strides[i];
-          continue;
-        }
-      }
-      extents_.push_back(out_shape[i]);
-      strides_.push_back(strides[i]);
-    }
-    if (extents_.empty()) {
-      extents_.push_back(1);
-      strides_.push_back({});
-    }
+    CoalescedBroadcast<kInputs> coalesced = coalesce_broadcast<kInputs>(out_shape, input_shapes);
+    extents_ = std::move(coalesced.extents);
+    strides_ = std::move(coalesced.strides);
     row_length_ = extents_.back();
-    for (int k = 0; k < kInputs; ++k) row_stride_[k] = strides_.back()[k] != 0 ? 1 : 0;
+    for (int k = 0; k < kInputs; ++k)
+      row_stride_[k] = strides_.back()[k] != 0 ? 1 : 0;
     // A coalesced inner stride other than 0/1 cannot happen for dense inputs.
     rows_ = 1;
-    for (std::size_t i = 0; i + 1 < extents_.size(); ++i) rows_ *= extents_[i];
+    for (std::size_t i = 0; i + 1 < extents_.size(); ++i)
+      rows_ *= extents_[i];
   }
 
   std::int64_t rows() const { return rows_; }
@@ -92,7 +65,8 @@ class BroadcastPlan {
     for (std::size_t i = extents_.size() - 1; i-- > 0;) {
       const std::int64_t index = row % extents_[i];
       row /= extents_[i];
-      for (int k = 0; k < kInputs; ++k) offsets[k] += index * strides_[i][k];
+      for (int k = 0; k < kInputs; ++k)
+        offsets[k] += index * strides_[i][k];
     }
     return offsets;
   }

@@ -9,27 +9,10 @@
 #include "backend/cpu/loops.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/primitive_cache.h"
+#include "ops/kernel_geometry.h"
 
 namespace tandem::cpu {
 namespace {
-
-// The tensor as (outer, length, inner) with the softmax axis in the middle.
-struct AxisView {
-  std::int64_t outer = 1;
-  std::int64_t length = 1;
-  std::int64_t inner = 1;
-};
-
-AxisView axis_view(const Tensor& x, std::int64_t axis) {
-  const auto resolved = static_cast<int>(axis < 0 ? axis + x.rank() : axis);
-  AxisView view;
-  for (int i = 0; i < x.rank(); ++i) {
-    if (i < resolved) view.outer *= x.dim(i);
-    if (i > resolved) view.inner *= x.dim(i);
-  }
-  view.length = x.dim(resolved);
-  return view;
-}
 
 bool is_log(OpKind kind) {
   return kind == OpKind::log_softmax || kind == OpKind::log_softmax_backward;

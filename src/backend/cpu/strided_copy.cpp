@@ -8,7 +8,8 @@ namespace tandem::cpu {
 
 std::vector<std::int64_t> dense_strides(const Shape& shape) {
   std::vector<std::int64_t> strides(shape.size(), 1);
-  for (std::size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
+  for (std::size_t i = shape.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * shape[i];
   return strides;
 }
 
@@ -22,7 +23,8 @@ void copy_rows(Word* dst, const std::vector<std::int64_t>& dst_strides, const Wo
   const std::int64_t dst_step = dst_strides[rank - 1];
   const std::int64_t src_step = src_strides[rank - 1];
   std::int64_t rows = 1;
-  for (std::size_t i = 0; i + 1 < rank; ++i) rows *= shape[i];
+  for (std::size_t i = 0; i + 1 < rank; ++i)
+    rows *= shape[i];
   parallel_for(rows, length, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t row = begin; row < end; ++row) {
       std::int64_t dst_offset = 0;
@@ -39,7 +41,8 @@ void copy_rows(Word* dst, const std::vector<std::int64_t>& dst_strides, const Wo
       if (dst_step == 1 && src_step == 1) {
         std::memcpy(out, in, static_cast<std::size_t>(length) * sizeof(Word));
       } else {
-        for (std::int64_t i = 0; i < length; ++i) out[i * dst_step] = in[i * src_step];
+        for (std::int64_t i = 0; i < length; ++i)
+          out[i * dst_step] = in[i * src_step];
       }
     }
   });
@@ -86,7 +89,8 @@ void strided_copy(void* dst, const std::vector<std::int64_t>& dst_strides, const
     case 8:
       return copy_rows(static_cast<std::uint64_t*>(dst), merged_dst,
                        static_cast<const std::uint64_t*>(src), merged_src, merged_shape);
-    default: TANDEM_ASSERT(false, "unsupported element size " + std::to_string(element_size));
+    default:
+      TANDEM_ASSERT(false, "unsupported element size " + std::to_string(element_size));
   }
 }
 

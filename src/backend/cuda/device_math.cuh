@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_backend.h"
+#include "ops/kernel_geometry.h"
 
 namespace tandem::cuda {
 
@@ -160,45 +161,14 @@ struct BroadcastIndex {
   }
 };
 
-// Builds the index of an output shape and its inputs' shapes (NumPy broadcasting), merging
-// adjacent axes whose strides continue each other so the rank stays small.
+// The device-side index of an output shape and its inputs' shapes (NumPy broadcasting), with
+// adjacent axes merged (coalesce_broadcast) so the rank stays small.
 template <int kInputs>
 BroadcastIndex<kInputs> broadcast_index(const Shape& out_shape,
                                         const std::array<const Shape*, kInputs>& shapes) {
-  const std::size_t rank = out_shape.size();
-  std::vector<std::array<std::int64_t, kInputs>> strides(rank);
-  for (int k = 0; k < kInputs; ++k) {
-    const Shape& shape = *shapes[k];
-    std::int64_t stride = 1;
-    for (std::size_t i = rank; i-- > 0;) {
-      const std::size_t offset = rank - shape.size();
-      const std::int64_t extent = i < offset ? 1 : shape[i - offset];
-      strides[i][k] = extent == 1 ? 0 : stride;
-      stride *= extent;
-    }
-  }
-  std::vector<std::int64_t> extents;
-  std::vector<std::array<std::int64_t, kInputs>> merged;
-  for (std::size_t i = 0; i < rank; ++i) {
-    if (out_shape[i] == 1) continue;
-    if (!extents.empty()) {
-      bool continues = true;
-      for (int k = 0; k < kInputs; ++k) {
-        if (merged.back()[k] != strides[i][k] * out_shape[i]) continues = false;
-      }
-      if (continues) {
-        extents.back() *= out_shape[i];
-        merged.back() = strides[i];
-        continue;
-      }
-    }
-    extents.push_back(out_shape[i]);
-    merged.push_back(strides[i]);
-  }
-  if (extents.empty()) {
-    extents.push_back(1);
-    merged.push_back({});
-  }
+  const CoalescedBroadcast<kInputs> coalesced = coalesce_broadcast<kInputs>(out_shape, shapes);
+  const std::vector<std::int64_t>& extents = coalesced.extents;
+  const std::vector<std::array<std::int64_t, kInputs>>& merged = coalesced.strides;
   if (extents.size() > static_cast<std::size_t>(kMaxRank)) {
     throw InvalidArgument("the CUDA backend broadcasts up to " + std::to_string(kMaxRank) +
                           " distinct axes, got the output shape " + shape_str(out_shape));

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
+#include "ops/kernel_geometry.h"
 #include "tandem/cuda.h"
 
 namespace tandem::cuda {
@@ -18,38 +19,6 @@ namespace {
 
 // cuBLASLt's recommended workspace on Hopper.
 constexpr std::size_t kWorkspaceBytes = 32 * 1024 * 1024;
-
-struct MatmulShape {
-  std::int64_t batch = 1;
-  std::int64_t m = 0;
-  std::int64_t k = 0;
-  std::int64_t n = 0;
-  bool b_batched = false;
-  bool transpose_a = false;
-  bool transpose_b = false;
-  bool has_bias = false;
-};
-
-MatmulShape matmul_shape(const KernelContext& c) {
-  const Tensor& a = c.inputs[0];
-  const Tensor& b = c.inputs[1];
-  MatmulShape s;
-  s.transpose_a = c.attrs.get_bool("transpose_a");
-  s.transpose_b = c.attrs.get_bool("transpose_b");
-  s.m = s.transpose_a ? a.dim(-1) : a.dim(-2);
-  s.k = s.transpose_a ? a.dim(-2) : a.dim(-1);
-  s.n = s.transpose_b ? b.dim(-2) : b.dim(-1);
-  for (int axis = 0; axis < a.rank() - 2; ++axis)
-    s.batch *= a.dim(axis);
-  s.b_batched = b.rank() > 2;
-  s.has_bias = c.inputs.size() == 3;
-  // A shared b and an untransposed a: the batch folds into M, one taller product.
-  if (!s.b_batched && !s.transpose_a) {
-    s.m *= s.batch;
-    s.batch = 1;
-  }
-  return s;
-}
 
 // The largest power of two (up to 256) dividing an address: what cuBLASLt may assume.
 std::uint32_t alignment_of(const void* pointer) {

@@ -4,26 +4,10 @@
 // reductions; otherwise one thread walks each (outer, inner) line. The maximum is subtracted
 // before exp, as on the CPU.
 #include "backend/cuda/device_math.cuh"
+#include "ops/kernel_geometry.h"
 
 namespace tandem::cuda {
 namespace {
-
-struct AxisView {
-  std::int64_t outer = 1;
-  std::int64_t length = 1;
-  std::int64_t inner = 1;
-};
-
-AxisView axis_view(const Tensor& x, std::int64_t axis) {
-  const auto resolved = static_cast<int>(axis < 0 ? axis + x.rank() : axis);
-  AxisView view;
-  for (int i = 0; i < x.rank(); ++i) {
-    if (i < resolved) view.outer *= x.dim(i);
-    if (i > resolved) view.inner *= x.dim(i);
-  }
-  view.length = x.dim(resolved);
-  return view;
-}
 
 template <typename T, bool kLog>
 __global__ void softmax_rows_kernel(const T* x, T* y, std::int64_t length) {
