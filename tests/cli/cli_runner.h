@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "data/idx_files.h"
+#include "support/shell.h"
 
 namespace tandem::testing {
 
@@ -23,20 +24,6 @@ struct CliResult {
   std::string err;
 };
 
-inline std::string shell_quote(const std::string& text) {
-  std::string quoted = "'";
-  for (const char c : text)
-    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
-inline std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 inline CliResult run_cli(const std::vector<std::string>& args) {
   ScratchDir scratch;
   std::string command = shell_quote(TANDEM_CLI_PATH);
@@ -44,9 +31,8 @@ inline CliResult run_cli(const std::vector<std::string>& args) {
     command += " " + shell_quote(arg);
   command += " >" + shell_quote(scratch.file("out")) + " 2>" + shell_quote(scratch.file("err")) +
              " </dev/null";
-  const int raw = std::system(command.c_str());
   CliResult result;
-  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  result.status = run_shell(command);
   result.out = slurp(scratch.file("out"));
   result.err = slurp(scratch.file("err"));
   return result;

@@ -4,30 +4,15 @@
 // (tests/data/tfrecord_interop.py). Skipped, with the reason, where TensorFlow cannot be
 // installed because the package index cannot be reached.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-
-#include <cstdlib>
 
 #include "data/idx_files.h"
+#include "support/python_env.h"
 #include "tandem/tfrecord.h"
 
 namespace tandem::data {
 namespace {
 
-constexpr int kIndexUnreachable = 3;  // scripts/python-env.sh's exit status when offline
 constexpr int kRecords = 10;
-
-std::string quote(const std::string& text) {
-  std::string quoted = "'";
-  for (const char c : text)
-    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
-int run_shell(const std::string& command) {
-  const int raw = std::system(command.c_str());
-  return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-}
 
 // Record i: the features tfrecord_interop.py checks.
 Pipeline tandem_examples() {
@@ -43,23 +28,16 @@ Pipeline tandem_examples() {
 }
 
 TEST(TFRecordInterop, TensorFlowAndTandemReadEachOthersFiles) {
+  TANDEM_REQUIRE_PYTHON_ENV(env, "tfrecord");
   const std::string source = TANDEM_SOURCE_DIR;
-  const int setup = run_shell(quote(source + "/scripts/python-env.sh") + " tfrecord >&2");
-  if (setup == kIndexUnreachable) {
-    GTEST_SKIP() << "TensorFlow is not installed and the Python package index cannot be reached "
-                    "(scripts/python-env.sh tfrecord exited 3); the interop test needs it";
-  }
-  ASSERT_EQ(setup, 0) << "scripts/python-env.sh tfrecord failed";
-  const char* venv_override = std::getenv("TANDEM_VENV");
-  const std::string python =
-      (venv_override != nullptr ? std::string(venv_override) : source + "/.venv") + "/bin/python";
 
   testing::ScratchDir dir;
   ASSERT_EQ(write_tfrecord(tandem_examples(), dir.file("tandem.tfrecord")), kRecords);
   ASSERT_EQ(write_tfrecord(tandem_examples(), dir.file("tandem.tfrecord.gz"), Compression::gzip),
             kRecords);
-  ASSERT_EQ(run_shell(quote(python) + " " + quote(source + "/tests/data/tfrecord_interop.py") +
-                      " " + quote(dir.path().string())),
+  ASSERT_EQ(testing::run_shell(testing::shell_quote(env.python) + " " +
+                               testing::shell_quote(source + "/tests/data/tfrecord_interop.py") +
+                               " " + testing::shell_quote(dir.path().string())),
             0)
       << "TensorFlow could not read Tandem's TFRecord files (see the message above)";
 

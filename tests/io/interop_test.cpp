@@ -4,14 +4,13 @@
 // within 1e-5 of Tandem, and PyTorch-written weights load into the matching Tandem model. Skipped,
 // with the reason, where the package index cannot be reached.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runner.h"
 #include "io/io_support.h"
+#include "support/python_env.h"
 
 namespace tandem {
 namespace {
@@ -21,59 +20,13 @@ using testing::shell_quote;
 
 constexpr double kOnnxTolerance = 1e-5;
 
-struct Python {
-  std::string interpreter;  // empty: not available
-  std::string why_not;
-};
-
-// The project virtualenv with the interop group, made once per test run.
-const Python& interop_python() {
-  static const Python python = [] {
-    const std::string root = TANDEM_SOURCE_DIR;
-    const std::string command = shell_quote(root + "/scripts/python-env.sh") + " interop 2>&1";
-    std::string output;
-    FILE* pipe = ::popen(command.c_str(), "r");
-    char buffer[512];
-    while (pipe != nullptr && std::fgets(buffer, sizeof buffer, pipe) != nullptr)
-      output += buffer;
-    const int raw = pipe != nullptr ? ::pclose(pipe) : -1;
-    const int status = raw >= 0 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    if (status == 3) return Python{"", "SKIPPED: " + output};
-    if (status != 0) return Python{"", "FAILED: scripts/python-env.sh interop: " + output};
-    const char* venv = std::getenv("TANDEM_VENV");
-    return Python{(venv != nullptr ? std::string(venv) : root + "/.venv") + "/bin/python", ""};
-  }();
-  return python;
-}
-
-struct CheckRun {
-  int status;
-  std::string output;
-};
-
-CheckRun run_check(const std::vector<std::string>& args) {
-  std::string command = shell_quote(interop_python().interpreter) + " " +
+testing::ShellResult run_check(const std::string& python, const std::vector<std::string>& args) {
+  std::string command = shell_quote(python) + " " +
                         shell_quote(std::string(TANDEM_SOURCE_DIR) + "/tests/io/interop_check.py");
   for (const std::string& arg : args)
     command += " " + shell_quote(arg);
-  command += " 2>&1";
-  std::string output;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  char buffer[512];
-  while (pipe != nullptr && std::fgets(buffer, sizeof buffer, pipe) != nullptr)
-    output += buffer;
-  const int raw = pipe != nullptr ? ::pclose(pipe) : -1;
-  return {raw >= 0 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, output};
+  return testing::run_capturing(command + " 2>&1");
 }
-
-#define REQUIRE_INTEROP_PYTHON()                                                 \
-  do {                                                                           \
-    const Python& python = interop_python();                                     \
-    if (python.interpreter.empty()) {                                            \
-      if (python.why_not.starts_with("SKIPPED")) GTEST_SKIP() << python.why_not; \
-      FAIL() << python.why_not;                                                  \
-    }                                                                            \
-  } while (0)
 
 // What the Python side must find: dtype (numpy's name), shape and the bytes in hex.
 void write_expected(const io::Safetensors& file, const std::string& path) {
@@ -97,7 +50,7 @@ void write_expected(const io::Safetensors& file, const std::string& path) {
 }
 
 TEST(Interop, TheSafetensorsPackageReadsCheckpointsWithTheSameValues) {
-  REQUIRE_INTEROP_PYTHON();
+  TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
   ScratchDir scratch;
   nn::Model model = testing::small_model();
   model.fit(*testing::small_dataset(), 1);
@@ -117,7 +70,8 @@ TEST(Interop, TheSafetensorsPackageReadsCheckpointsWithTheSameValues) {
                                   scratch.file("ckpt-0000000012/optimizer.safetensors"),
                                   scratch.file("dtypes.safetensors")}) {
     write_expected(io::load_safetensors(file), scratch.file("expected.json"));
-    const CheckRun run = run_check({"safetensors", file, scratch.file("expected.json")});
+    const testing::ShellResult run =
+        run_check(env.python, {"safetensors", file, scratch.file("expected.json")});
     EXPECT_EQ(run.status, 0) << run.output;
     std::cout << run.output;
   }
@@ -145,7 +99,7 @@ nn::Model every_layer_model() {
 }
 
 TEST(Interop, OnnxRuntimeMatchesTandemWithinTolerance) {
-  REQUIRE_INTEROP_PYTHON();
+  TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
   ScratchDir scratch;
   std::vector<std::pair<std::string, nn::Model>> models;
   for (const std::string name : {"cnn", "mlp", "resnet_small"}) {
@@ -169,21 +123,21 @@ TEST(Interop, OnnxRuntimeMatchesTandemWithinTolerance) {
     io::export_onnx(model, onnx, {.opset = name == "every_layer" ? 17 : 13});
     io::save_safetensors(scratch.file(name + ".data"),
                          {{"input", x}, {"output", model.predict(x)}});
-    const CheckRun run =
-        run_check({"onnx", onnx, scratch.file(name + ".data"), std::to_string(kOnnxTolerance)});
+    const testing::ShellResult run = run_check(
+        env.python, {"onnx", onnx, scratch.file(name + ".data"), std::to_string(kOnnxTolerance)});
     EXPECT_EQ(run.status, 0) << run.output;
     std::cout << run.output;
   }
 }
 
 TEST(Interop, WeightsPyTorchWroteLoadIntoTheMatchingTandemModel) {
-  REQUIRE_INTEROP_PYTHON();
+  TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
   ScratchDir scratch;
   for (const std::string arch : {"mlp", "cnn"}) {
     SCOPED_TRACE(arch);
     const std::string weights = scratch.file(arch + ".safetensors");
     const std::string data = scratch.file(arch + ".data");
-    const CheckRun run = run_check({"torch", arch, weights, data});
+    const testing::ShellResult run = run_check(env.python, {"torch", arch, weights, data});
     if (run.status == 3) GTEST_SKIP() << "SKIPPED: " << run.output;
     ASSERT_EQ(run.status, 0) << run.output;
     std::cout << run.output;

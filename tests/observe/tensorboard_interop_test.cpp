@@ -5,40 +5,16 @@
 // rows of the HParams table with their values and metrics. Skipped, with the reason, where the
 // package index cannot be reached to install TensorBoard.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "data/idx_files.h"
+#include "support/python_env.h"
 #include "tandem/image.h"
 #include "tandem/observe.h"
 
 namespace tandem::testing {
 namespace {
-
-constexpr int kIndexUnreachable = 3;  // scripts/python-env.sh's exit status when offline
-
-std::string quote(const std::string& text) {
-  std::string quoted = "'";
-  for (const char c : text)
-    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
-int run_shell(const std::string& command) {
-  const int raw = std::system(command.c_str());
-  return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string base64(const Tensor& bytes) {
   static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -57,16 +33,8 @@ std::string base64(const Tensor& bytes) {
 }
 
 TEST(TensorBoardInterop, TensorBoardReadsBackWhatTandemWrote) {
+  TANDEM_REQUIRE_PYTHON_ENV(env, "tensorboard");
   const std::string source = TANDEM_SOURCE_DIR;
-  const int setup = run_shell(quote(source + "/scripts/python-env.sh") + " tensorboard >&2");
-  if (setup == kIndexUnreachable) {
-    GTEST_SKIP() << "TensorBoard is not installed and the Python package index cannot be reached "
-                    "(scripts/python-env.sh tensorboard exited 3); the interop test needs it";
-  }
-  ASSERT_EQ(setup, 0) << "scripts/python-env.sh tensorboard failed";
-  const char* venv_override = std::getenv("TANDEM_VENV");
-  const std::string python =
-      (venv_override != nullptr ? std::string(venv_override) : source + "/.venv") + "/bin/python";
 
   ScratchDir dir;
   const std::string logdir = dir.file("logs");
@@ -98,9 +66,9 @@ TEST(TensorBoardInterop, TensorBoardReadsBackWhatTandemWrote) {
 
   const std::string output = dir.file("tensorboard.json");
   const std::string script = source + "/tests/observe/tensorboard_interop.py";
-  ASSERT_EQ(
-      run_shell(quote(python) + " " + quote(script) + " " + quote(logdir) + " >" + quote(output)),
-      0)
+  ASSERT_EQ(run_shell(shell_quote(env.python) + " " + shell_quote(script) + " " +
+                      shell_quote(logdir) + " >" + shell_quote(output)),
+            0)
       << "TensorBoard could not load the run; see the Python traceback above";
   const nlohmann::json loaded = nlohmann::json::parse(slurp(output));
 
