@@ -13,6 +13,8 @@
 //
 // Every pass is timed; the first is a warm-up (page cache, threads, autotuning) and the
 // reported rate is the median over the others.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -135,12 +137,26 @@ int prepare(const Options& options) {
 struct PassTimes {
   std::int64_t elements = 0;
   std::vector<double> rates;  // elements per second of each pass, warm-up included
+  // Elements per CPU-second of the process (all threads) in each pass: what the work costs,
+  // whatever other processes on the machine take.
+  std::vector<double> cpu_rates;
 };
+
+// User and system CPU time of this process, all threads.
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& time) {
+    return static_cast<double>(time.tv_sec) + static_cast<double>(time.tv_usec) * 1e-6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 PassTimes time_passes(const data::Pipeline& pipeline, std::int64_t passes,
                       const std::string& count_key) {
   PassTimes times;
   for (std::int64_t pass = 0; pass < passes; ++pass) {
+    const double cpu_before = cpu_seconds();
     const auto start = std::chrono::steady_clock::now();
     std::int64_t elements = 0;
     data::ElementIterator iterator = pipeline.start(pass);
@@ -150,6 +166,7 @@ PassTimes time_passes(const data::Pipeline& pipeline, std::int64_t passes,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     times.elements = elements;
     times.rates.push_back(static_cast<double>(elements) / seconds);
+    times.cpu_rates.push_back(static_cast<double>(elements) / (cpu_seconds() - cpu_before));
     if (pass == passes - 1) std::cerr << iterator.stats().table();
   }
   return times;
@@ -164,6 +181,7 @@ double median(std::vector<double> values) {
 int report(const Options& options, const std::string& workload, const std::string& variant,
            const PassTimes& times, std::int64_t threads, std::int64_t batch_size) {
   const std::vector<double> timed(times.rates.begin() + 1, times.rates.end());
+  const std::vector<double> timed_cpu(times.cpu_rates.begin() + 1, times.cpu_rates.end());
   std::ostringstream line;
   line << "{\"framework\": \"tandem\", \"version\": \"" << version() << "\", \"workload\": \""
        << workload << "\", \"variant\": \"" << variant << "\", \"threads\": " << threads
@@ -171,7 +189,7 @@ int report(const Options& options, const std::string& workload, const std::strin
        << ", \"elements_per_sec\": " << median(timed) << ", \"pass_elements_per_sec\": [";
   for (std::size_t i = 0; i < times.rates.size(); ++i)
     line << (i ? ", " : "") << times.rates[i];
-  line << "]}";
+  line << "], \"elements_per_cpu_sec\": " << median(timed_cpu) << "}";
   std::cout << line.str() << "\n";
   if (const std::string path = options.get("--report", ""); !path.empty()) {
     std::ofstream(path) << line.str() << "\n";

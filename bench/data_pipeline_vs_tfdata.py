@@ -1,12 +1,15 @@
 """Tandem's input pipeline against tf.data (TensorFlow 2.15) on the same files and threads:
 (a) decoding and augmenting real JPEG photographs at ImageNet sizes to 224x224 batches and
 (b) reading Fashion-MNIST into shuffled, scaled batches. R repeats, interleaved; prints each
-side's median elements/s and spread, and Tandem's ratio to tf.data against the 1.3x target.
+side's median elements/s and spread, and Tandem's ratio to tf.data against the 1.3x target,
+with elements per CPU-second of each process (what the work costs, whatever else the machine
+runs) beside it.
 
     bench/data_pipeline_vs_tfdata.sh --threads 2 --repeats 3
 
 The photographs come from the Debian package mate-backgrounds (its nature/ photos and
-Elephants.jpg), installed by this script when missing; `data_pipeline prepare` re-encodes random
+Elephants.jpg; scripts/install-deps.sh installs it, and this script runs that when they are
+missing); `data_pipeline prepare` re-encodes random
 crops of them at ImageNet-like sizes (longer side 333..500 pixels, JPEG quality 90) into
 out/bench-data/. The peer runs in the project virtualenv (scripts/python-env.sh bench).
 """
@@ -67,21 +70,13 @@ def parse_args():
 
 
 def photographs():
-    """The source photographs, installing their Debian package when they are missing."""
+    """The source photographs; scripts/install-deps.sh installs their package when missing."""
     photos = sorted(path for pattern in PHOTO_GLOBS for path in glob.glob(pattern))
     if photos:
         return photos
-    print(f"installing the Debian package {PHOTO_PACKAGE} for its photographs", flush=True)
-    command = ["apt-get", "install", "-y", "--no-install-recommends", PHOTO_PACKAGE]
-    if os.geteuid() != 0:
-        if not shutil.which("sudo"):
-            sys.exit(f"need root or sudo to install {PHOTO_PACKAGE}")
-        command = ["sudo", *command]
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    if subprocess.run(command, env=env).returncode != 0:
-        update = ["apt-get", "update"] if command[0] != "sudo" else ["sudo", "apt-get", "update"]
-        subprocess.run(update, env=env, check=True)
-        subprocess.run(command, env=env, check=True)
+    print(f"the photographs ({PHOTO_PACKAGE}) are missing: running scripts/install-deps.sh",
+          flush=True)
+    subprocess.run([str(REPO / "scripts/install-deps.sh")], check=True)
     photos = sorted(path for pattern in PHOTO_GLOBS for path in glob.glob(pattern))
     if not photos:
         sys.exit(f"{PHOTO_PACKAGE} is installed but has no photographs at {PHOTO_GLOBS}")
@@ -187,14 +182,20 @@ def main():
                   f"{result['elements_per_sec']:.0f} elements/s{contended}", flush=True)
 
     print()
-    rows = [("workload", "framework", "variant", "elements/s median", "min..max")]
+    rows = [("workload", "framework", "variant", "elements/s median", "min..max",
+             "elements/CPU-s median", "min..max")]
     medians = {}
+    cpu_medians = {}
     for index, (workload, side, variant, _, _) in enumerate(runs):
         rates = [result["elements_per_sec"] for result in results[index]]
+        cpu_rates = [result["elements_per_cpu_sec"] for result in results[index]]
         medians[(workload, side, variant)] = statistics.median(rates)
+        cpu_medians[(workload, side, variant)] = statistics.median(cpu_rates)
         rows.append((workload, f"{side} {results[index][0]['version']}", variant,
                      f"{medians[(workload, side, variant)]:.0f}",
-                     f"{min(rates):.0f}..{max(rates):.0f}"))
+                     f"{min(rates):.0f}..{max(rates):.0f}",
+                     f"{cpu_medians[(workload, side, variant)]:.0f}",
+                     f"{min(cpu_rates):.0f}..{max(cpu_rates):.0f}"))
     shared.print_table(rows)
     print()
     all_met = True
@@ -208,12 +209,15 @@ def main():
                 continue
             best_variant, best = max(peers.items(), key=lambda item: item[1])
             ratio = ours / best
+            cpu_ratio = cpu_medians[(workload, "tandem", variant)] / cpu_medians[
+                (workload, "tensorflow", best_variant)]
             carries_target = any(run[4] for run in runs if run[0] == workload and run[2] == variant)
             verdict = ""
             if carries_target:
                 all_met &= ratio >= TARGET
                 verdict = f"   (target >= {TARGET}x: {'met' if ratio >= TARGET else 'NOT met'})"
-            print(f"{workload} {variant}: Tandem / tf.data ({best_variant}) {ratio:.2f}x{verdict}")
+            print(f"{workload} {variant}: Tandem / tf.data ({best_variant}) {ratio:.2f}x{verdict}; "
+                  f"per CPU-second {cpu_ratio:.2f}x")
     summary = {
         "started": started,
         "machine": shared.describe_machine(),

@@ -105,9 +105,9 @@ MapFn random_crop(std::int64_t height, std::int64_t width, std::uint64_t seed,
 MapFn random_flip_left_right(std::uint64_t seed, std::string key = "image");
 MapFn normalize(std::vector<float> mean, std::vector<float> stddev, std::string key = "image");
 // The ImageNet training crop: a random window (sample_crop) resized to (height, width), u8.
-// Given encoded JPEG bytes it decodes only the window, at the smallest DCT scale (in eighths)
-// that keeps it at least (height, width): a lighter decode than decoding everything and
-// cropping after.
+// Given encoded JPEG bytes it decodes only the window, at the smallest of the DCT scales 8/8,
+// 4/8, 2/8 and 1/8 (those libjpeg-turbo has SIMD code for) that keeps it at least
+// (height, width): a lighter decode than decoding everything and cropping after.
 // Given a decoded image it crops and resizes it.
 MapFn random_resized_crop(std::int64_t height, std::int64_t width, std::uint64_t seed,
                           image::RandomResizedCropOptions options = {}, std::string key = "image");

@@ -527,16 +527,58 @@ void resize_row(const T* row, const Taps& columns, std::int64_t channels, float*
   }
 }
 
-// Each source row is interpolated along x once (consecutive output rows share source rows when
-// enlarging), then pairs of those rows are blended along y.
+template <typename T>
+void store_row(const float* values, std::int64_t count, T* out) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    if constexpr (std::is_same_v<T, std::uint8_t>) {
+      out[i] = static_cast<std::uint8_t>(std::clamp(values[i] + 0.5f, 0.0f, 255.0f));
+    } else {
+      out[i] = values[i];
+    }
+  }
+}
+
+// Shrinking along y: every output row blends two source rows, so blend them first, along the
+// whole contiguous source row (a loop the compiler vectorises), and interpolate the one blended
+// row along x: one horizontal pass per output row instead of two.
+template <int kChannels, typename T>
+void shrink_rows_first(const T* in, std::int64_t in_height, std::int64_t in_width, T* out,
+                       std::int64_t out_height, std::int64_t out_width, std::int64_t channels) {
+  const Taps rows = taps(in_height, out_height);
+  const Taps columns = taps(in_width, out_width);
+  const std::int64_t in_stride = in_width * channels;
+  const std::int64_t row_values = out_width * channels;
+  std::vector<float> blended(static_cast<std::size_t>(in_stride));  // (in_width, C)
+  std::vector<float> values(static_cast<std::size_t>(row_values));  // (out_width, C)
+  for (std::int64_t y = 0; y < out_height; ++y) {
+    const auto yi = static_cast<std::size_t>(y);
+    const T* top = in + rows.low[yi] * in_stride;
+    const T* bottom = in + rows.high[yi] * in_stride;
+    const float w = rows.weight[yi];
+    for (std::int64_t i = 0; i < in_stride; ++i) {
+      const auto a = static_cast<float>(top[i]);
+      blended[static_cast<std::size_t>(i)] = a + w * (static_cast<float>(bottom[i]) - a);
+    }
+    resize_row<kChannels>(blended.data(), columns, channels, values.data());
+    store_row(values.data(), row_values, out + y * row_values);
+  }
+}
+
+// Enlarging along y: each source row is interpolated along x once (consecutive output rows
+// share source rows), then pairs of those rows are blended along y.
 template <int kChannels, typename T>
 void resize_bilinear(const T* in, std::int64_t in_height, std::int64_t in_width, T* out,
                      std::int64_t out_height, std::int64_t out_width, std::int64_t channels) {
+  if (out_height < in_height) {
+    return shrink_rows_first<kChannels>(in, in_height, in_width, out, out_height, out_width,
+                                        channels);
+  }
   const Taps rows = taps(in_height, out_height);
   const Taps columns = taps(in_width, out_width);
   const std::int64_t row_values = out_width * channels;
   std::vector<float> low_row(static_cast<std::size_t>(row_values));
   std::vector<float> high_row(low_row.size());
+  std::vector<float> low_row_blend(low_row.size());
   std::int64_t low_index = -1;
   std::int64_t high_index = -1;
   const std::int64_t in_stride = in_width * channels;
@@ -558,16 +600,12 @@ void resize_bilinear(const T* in, std::int64_t in_height, std::int64_t in_width,
       high_index = high;
     }
     const float w = rows.weight[yi];
-    T* out_row = out + y * row_values;
     for (std::int64_t i = 0; i < row_values; ++i) {
       const float top = low_row[static_cast<std::size_t>(i)];
-      const float value = top + w * (high_row[static_cast<std::size_t>(i)] - top);
-      if constexpr (std::is_same_v<T, std::uint8_t>) {
-        out_row[i] = static_cast<std::uint8_t>(std::clamp(value + 0.5f, 0.0f, 255.0f));
-      } else {
-        out_row[i] = value;
-      }
+      low_row_blend[static_cast<std::size_t>(i)] =
+          top + w * (high_row[static_cast<std::size_t>(i)] - top);
     }
+    store_row(low_row_blend.data(), row_values, out + y * row_values);
   }
 }
 
@@ -697,21 +735,25 @@ Tensor normalize(const Tensor& image, const std::vector<float>& mean,
   float* out = result.data<float>();
   const std::int64_t pixels = image.dim(0) * image.dim(1);
   if (image.dtype() == DType::u8) {
-    // Pixels take 256 values: look the results up, one table per channel.
-    std::vector<float> table(static_cast<std::size_t>(256 * channels));
-    for (std::int64_t c = 0; c < channels; ++c) {
-      for (int value = 0; value < 256; ++value) {
-        table[static_cast<std::size_t>(c * 256 + value)] =
-            (static_cast<float>(value) - means[static_cast<std::size_t>(c)]) *
-            scales[static_cast<std::size_t>(c)];
-      }
+    // The channel pattern repeats every pixel; laid out over a block of pixels, the mean and
+    // scale of each value in a block sit at the same offset, so the loop over a block is
+    // contiguous and vectorises (a per-value table look-up would not).
+    constexpr std::int64_t kBlockPixels = 16;
+    const std::int64_t block = kBlockPixels * channels;
+    std::vector<float> block_means(static_cast<std::size_t>(block));
+    std::vector<float> block_scales(block_means.size());
+    for (std::int64_t j = 0; j < block; ++j) {
+      block_means[static_cast<std::size_t>(j)] = means[static_cast<std::size_t>(j % channels)];
+      block_scales[static_cast<std::size_t>(j)] = scales[static_cast<std::size_t>(j % channels)];
     }
     const std::uint8_t* in = image.data<std::uint8_t>();
-    for (std::int64_t p = 0; p < pixels; ++p) {
-      for (std::int64_t c = 0; c < channels; ++c) {
-        const auto i = static_cast<std::size_t>(p * channels + c);
-        out[i] = table[static_cast<std::size_t>(c * 256) + in[i]];
-      }
+    const std::int64_t values = pixels * channels;
+    for (std::int64_t start = 0; start < values; start += block) {
+      const std::int64_t count = std::min(block, values - start);
+      const float* mean_of = block_means.data();
+      const float* scale_of = block_scales.data();
+      for (std::int64_t j = 0; j < count; ++j)
+        out[start + j] = (static_cast<float>(in[start + j]) - mean_of[j]) * scale_of[j];
     }
     return result;
   }

@@ -141,12 +141,15 @@ MapFn random_resized_crop(std::int64_t height, std::int64_t width, std::uint64_t
       const image::CropWindow window =
           image::sample_crop(info.height, info.width, options, crop_key);
       if (info.format == image::Format::jpeg) {
-        // The smallest DCT scale that still leaves the window at least the target size.
+        // The smallest DCT scale that still leaves the window at least the target size, among
+        // 8/8, 4/8, 2/8 and 1/8: libjpeg-turbo has SIMD inverse DCTs for those only. The others
+        // (7/8, 6/8, ...) run in plain C, for chroma at 14x14, 12x12, ..., and cost more than
+        // the full-size decode they would spare.
         image::DecodeOptions decode;
         while (decode.scale_eighths > 1 &&
-               (window.height * (decode.scale_eighths - 1) + 7) / 8 >= height &&
-               (window.width * (decode.scale_eighths - 1) + 7) / 8 >= width) {
-          --decode.scale_eighths;
+               (window.height * (decode.scale_eighths / 2) + 7) / 8 >= height &&
+               (window.width * (decode.scale_eighths / 2) + 7) / 8 >= width) {
+          decode.scale_eighths /= 2;
         }
         cropped = image::decode_and_crop_jpeg(source, window, decode);
       } else {

@@ -175,12 +175,13 @@ TEST(Cli, TrainsOnATinyDatasetAndWritesTheReport) {
   expect_contains(result.out, "strategy: OneDevice(cpu), chosen by --strategy auto");
   expect_contains(result.out, "test accuracy: ");
   expect_contains(result.out, "samples/s");
+  expect_contains(result.out, "% of the step time waiting for batches");  // the main job's input
   JsonChecker json(slurp(report));
   ASSERT_TRUE(json.valid()) << slurp(report);
   const auto& members = json.top_level();
   for (const char* key :
        {"model", "device", "epochs", "batch_size", "threads", "seed", "test_accuracy", "test_loss",
-        "samples_per_sec", "wall_seconds", "train_seconds", "tandem_version"}) {
+        "samples_per_sec", "wall_seconds", "train_seconds", "tandem_version", "input_wait_share"}) {
     EXPECT_EQ(members.count(key), 1u) << key;
   }
   EXPECT_EQ(members.at("model"), "\"mlp\"");
@@ -193,6 +194,9 @@ TEST(Cli, TrainsOnATinyDatasetAndWritesTheReport) {
   EXPECT_GE(accuracy, 0.0);
   EXPECT_LE(accuracy, 1.0);
   EXPECT_GT(std::stod(members.at("samples_per_sec")), 0.0);
+  const double input_wait = std::stod(members.at("input_wait_share"));
+  EXPECT_GE(input_wait, 0.0);
+  EXPECT_LE(input_wait, 1.0);
 
   const CliResult quiet = run_cli(
       {"train", "--model", "mlp", "--epochs", "1", "--quiet", "--data-dir", dir.path().string()});

@@ -2,9 +2,11 @@
 // each other (a cropped decode against a decode then a crop).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include "support/errors.h"
 #include "tandem/image.h"
@@ -155,6 +157,53 @@ TEST(ImageOps, ResizeUsesHalfPixelCentres) {
   EXPECT_EQ(resize(image, 9, 7).to_vector<int>(), image.to_vector<int>());
 }
 
+// Bilinear interpolation straight from its definition (half-pixel centres, edges clamped), one
+// output value at a time.
+double bilinear_at(const std::vector<double>& pixels, std::int64_t height, std::int64_t width,
+                   std::int64_t channels, std::int64_t out_height, std::int64_t out_width,
+                   std::int64_t y, std::int64_t x, std::int64_t c) {
+  const auto source = [](std::int64_t o, std::int64_t in, std::int64_t out) {
+    const double position =
+        (static_cast<double>(o) + 0.5) * static_cast<double>(in) / static_cast<double>(out) - 0.5;
+    return std::clamp(position, 0.0, static_cast<double>(in - 1));
+  };
+  const double sy = source(y, height, out_height);
+  const double sx = source(x, width, out_width);
+  const auto y0 = static_cast<std::int64_t>(std::floor(sy));
+  const auto x0 = static_cast<std::int64_t>(std::floor(sx));
+  const std::int64_t y1 = std::min(y0 + 1, height - 1);
+  const std::int64_t x1 = std::min(x0 + 1, width - 1);
+  const auto at = [&](std::int64_t row, std::int64_t column) {
+    return pixels[static_cast<std::size_t>((row * width + column) * channels + c)];
+  };
+  const double top = at(y0, x0) + (sx - x0) * (at(y0, x1) - at(y0, x0));
+  const double bottom = at(y1, x0) + (sx - x0) * (at(y1, x1) - at(y1, x0));
+  return top + (sy - y0) * (bottom - top);
+}
+
+TEST(ImageOps, ResizeMatchesTheDefinitionWhenShrinkingAndEnlarging) {
+  const Tensor image = gradient(37, 53, 3);  // sharp wrap-around edges included
+  const std::vector<double> pixels = image.to_vector<double>();
+  const Tensor floats = Tensor::from_vector(image.to_vector<float>(), image.shape());
+  for (const auto [height, width] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {20, 30}, {20, 80}, {70, 30}, {90, 101}, {37, 53}, {1, 1}}) {
+    const std::vector<float> got = resize(floats, height, width).to_vector<float>();
+    const std::vector<int> got_u8 = resize(image, height, width).to_vector<int>();
+    for (std::int64_t y = 0; y < height; ++y) {
+      for (std::int64_t x = 0; x < width; ++x) {
+        for (std::int64_t c = 0; c < 3; ++c) {
+          const double expected = bilinear_at(pixels, 37, 53, 3, height, width, y, x, c);
+          const auto i = static_cast<std::size_t>((y * width + x) * 3 + c);
+          ASSERT_NEAR(got[i], expected, 1e-3) << height << "x" << width << " at " << y << "," << x;
+          // u8 rounds to the nearest level (float arithmetic may land a half either way).
+          ASSERT_LE(std::abs(got_u8[i] - expected), 0.5 + 1e-3)
+              << height << "x" << width << " at " << y << "," << x;
+        }
+      }
+    }
+  }
+}
+
 TEST(ImageOps, CropFlipAndNormalize) {
   const Tensor image =
       Tensor::from_vector<std::uint8_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 3, 2});
@@ -166,6 +215,20 @@ TEST(ImageOps, CropFlipAndNormalize) {
   EXPECT_EQ(normalized.to_vector<float>()[0], 0.0f);   // (1 - 1) / 2
   EXPECT_EQ(normalized.to_vector<float>()[1], 0.0f);   // (2 - 2) / 4
   EXPECT_EQ(normalized.to_vector<float>()[11], 2.5f);  // (12 - 2) / 4
+  // Many pixels (several blocks and a partial one), u8 and f32 alike: each value with its
+  // channel's mean and deviation.
+  const Tensor rgb = gradient(9, 7, 3);
+  const std::vector<float> mean{100.0f, 50.0f, 7.0f};
+  const std::vector<float> stddev{2.0f, 4.0f, 0.5f};
+  const std::vector<int> values = rgb.to_vector<int>();
+  for (const Tensor& input : {rgb, Tensor::from_vector(rgb.to_vector<float>(), rgb.shape())}) {
+    const std::vector<float> got = normalize(input, mean, stddev).to_vector<float>();
+    ASSERT_EQ(got.size(), values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      ASSERT_FLOAT_EQ(got[i], (static_cast<float>(values[i]) - mean[i % 3]) / stddev[i % 3])
+          << "value " << i;
+    }
+  }
   EXPECT_NE(testing::error_of([&] {
               crop(image, {1, 1, 2, 2});
             }).find("not inside the image"),
@@ -234,6 +297,37 @@ TEST(ImageTransforms, AnImageNetStylePipelineOnJpegBytes) {
             epoch0[1].at("image").to_vector<float>());
 }
 
+TEST(ImageTransforms, RandomResizedCropOfJpegBytesMatchesCroppingTheDecodedImage) {
+  // A smooth photograph-like image, large enough that many windows are decoded at a reduced
+  // DCT scale: the fast path (window only, scaled) must land on the same pixels as decoding
+  // everything, cropping and resizing.
+  std::vector<std::uint8_t> pixels;  // (H, W, 3)
+  const std::int64_t height = 480;
+  const std::int64_t width = 640;
+  for (std::int64_t y = 0; y < height; ++y) {
+    for (std::int64_t x = 0; x < width; ++x) {
+      for (std::int64_t c = 0; c < 3; ++c) {
+        const double value = 128.0 + 90.0 * std::sin(static_cast<double>(x) / 37.0 + c) *
+                                         std::cos(static_cast<double>(y) / 53.0);
+        pixels.push_back(static_cast<std::uint8_t>(std::lround(value)));
+      }
+    }
+  }
+  const Tensor bytes = encode_jpeg(Tensor::from_vector(pixels, {height, width, 3}), 95);
+  const Tensor decoded = decode(bytes);
+  const data::MapFn crop = data::random_resized_crop(64, 64, 11);
+  for (std::uint64_t key = 0; key < 24; ++key) {
+    Element encoded_element{{"image", bytes}};
+    Element decoded_element{{"image", decoded}};
+    encoded_element.set_random_key(key);
+    decoded_element.set_random_key(key);
+    const Tensor fast = crop(encoded_element).at("image");  // (64, 64, 3)
+    const Tensor reference = crop(decoded_element).at("image");
+    EXPECT_EQ(fast.shape(), (Shape{64, 64, 3}));
+    EXPECT_LT(mean_abs_difference(fast, reference), 3.0) << "key " << key;
+  }
+}
+
 TEST(ImageTransforms, RandomCropFlipAndCastOnDecodedImages) {
   const Tensor image = gradient(10, 12, 1);
   const Pipeline images = Pipeline::from_tensor_slices(
@@ -254,6 +348,9 @@ TEST(ImageTransforms, RandomCropFlipAndCastOnDecodedImages) {
   }
   const Element scaled = images.map(data::cast(DType::f32, 1.0 / 255.0)).collect()[0];
   EXPECT_FLOAT_EQ(scaled.at("image").to_vector<float>()[1], 3.0f / 255.0f);
+  const Element resized = images.map(data::resize(5, 6)).collect()[0];
+  EXPECT_EQ(resized.at("image").to_vector<int>(), resize(image, 5, 6).to_vector<int>());
+  EXPECT_THROW(data::resize(0, 6), InvalidArgument);
   EXPECT_NE(testing::error_of([&] {
               images.map(data::random_crop(20, 5, 1)).collect();
             }).find("does not fit"),

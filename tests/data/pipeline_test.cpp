@@ -539,6 +539,44 @@ TEST(PipelineStatistics, CountElementsBytesAndTime) {
       << late.stats().advice();
 }
 
+TEST(PipelineStatistics, AMapThatHasTheWholeBudgetIsToldToCacheOrDecodeLess) {
+  ElementIterator iterator = Pipeline::range(40)
+                                 .map(
+                                     [](Element element) {
+                                       std::this_thread::sleep_for(std::chrono::microseconds(500));
+                                       return element;
+                                     },
+                                     {.num_parallel_calls = 2, .name = "decode"})
+                                 .batch(4)
+                                 .prefetch(2)
+                                 .with_options({.cpu_budget = 2})
+                                 .start();
+  while (iterator.next()) {
+  }
+  const std::string advice = iterator.stats().advice();
+  for (const char* part : {"map(decode)", "already uses all 2 threads of the CPU budget",
+                           "cache() its output", "random_resized_crop decodes only the crop"})
+    EXPECT_NE(advice.find(part), std::string::npos) << part << " not in: " << advice;
+}
+
+TEST(PipelineStatistics, ASlowSourceIsToldToReadFilesInParallelOrCache) {
+  const Pipeline slow_source = Pipeline::from_generator([] {
+    auto next = std::make_shared<std::int64_t>(0);
+    return Pipeline::Generator([next]() -> std::optional<Element> {
+      if (*next == 40) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+      return Element{{"value", Tensor::scalar(static_cast<double>((*next)++), DType::i64)}};
+    });
+  });
+  ElementIterator iterator = slow_source.batch(4).prefetch(2).start();
+  while (iterator.next()) {
+  }
+  const std::string advice = iterator.stats().advice();
+  for (const char* part :
+       {"reading is the bottleneck (generator", "interleave(", "cache() the data"})
+    EXPECT_NE(advice.find(part), std::string::npos) << part << " not in: " << advice;
+}
+
 TEST(PipelineAutotune, RaisesTheParallelismOfASlowMapWithinTheBudget) {
   const Pipeline pipeline = Pipeline::range(400)
                                 .map(
@@ -558,6 +596,32 @@ TEST(PipelineAutotune, RaisesTheParallelismOfASlowMapWithinTheBudget) {
   EXPECT_GE(max_parallelism, 3);
   EXPECT_LE(max_parallelism, 4);
   EXPECT_TRUE(iterator.stats().stages[1].autotuned);
+}
+
+TEST(PipelineAutotune, DeepensAPrefetchThatRunsDryInBurstsWithinTheRamBudget) {
+  // Every 8th element comes after a 24 ms stall, the others at once: the producer keeps up on
+  // average (3 ms an element against the consumer's 4 ms), but a 2-deep buffer runs dry at
+  // every stall. The autotuner deepens it, as far as the RAM budget allows.
+  const Pipeline bursty = Pipeline::range(240)
+                              .map([](Element element) {
+                                if (value_of(element) % 8 == 7)
+                                  std::this_thread::sleep_for(std::chrono::milliseconds(24));
+                                return element;
+                              })
+                              .prefetch(kAutotune);
+  const auto deepest = [](const Pipeline& pipeline) {
+    ElementIterator iterator = pipeline.start();
+    int depth = 0;
+    while (iterator.next()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(4));
+      depth = std::max(depth, iterator.stats().stages.back().buffer);
+    }
+    EXPECT_TRUE(iterator.stats().stages.back().autotuned);
+    return depth;
+  };
+  EXPECT_GT(deepest(bursty), 2);
+  // Elements of 8 bytes (one i64) and a budget of 24 bytes: at most 3 held.
+  EXPECT_LE(deepest(bursty.with_options({.ram_budget = 24})), 3);
 }
 
 // ---- data::Dataset ----

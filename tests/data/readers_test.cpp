@@ -124,6 +124,28 @@ TEST(TFRecord, ExamplesRoundTripAndAFileRewrittenFromItsElementsIsIdentical) {
   EXPECT_EQ(testing::read_file(second), testing::read_file(first));
 }
 
+TEST(TFRecord, LabelsOutsideTheClassesNameTheRecordOrAreSkipped) {
+  ScratchDir dir;
+  const std::string path = dir.file("labels.tfrecord");
+  const Pipeline labels = Pipeline::from_tensor_slices(
+      {{"label", Tensor::from_vector<std::int64_t>({0, 9, 10, 3, -1}, {5})}});
+  ASSERT_EQ(write_tfrecord(labels, path), 5);
+  const Pipeline parsed =
+      Pipeline::tfrecord({path}).map(parse_examples({{"label", FeatureSpec::int64()}}));
+  // Map errors name the stage and where the element came from: file, record, byte offset.
+  expect_contains(io_error_of([&] { parsed.map(check_label(10), {.name = "labels"}).collect(); }),
+                  {"map(labels)", path, "record 2 at byte", "label 10 is outside [0, 10)"});
+  ElementIterator skipping =
+      parsed.map(check_label(10), {.on_error = OnError::skip, .name = "labels"}).start();
+  std::vector<std::int64_t> kept;
+  while (std::optional<Element> element = skipping.next())
+    kept.push_back(static_cast<std::int64_t>(element->at("label").item()));
+  EXPECT_EQ(kept, (std::vector<std::int64_t>{0, 9, 3}));
+  EXPECT_EQ(skipping.stats().skipped(), 2);
+  expect_contains(skipping.stats().skipped_summary(), {"2 bad elements skipped", "label 10"});
+  EXPECT_THROW(check_label(0), InvalidArgument);
+}
+
 TEST(TFRecord, ExampleSpecDefaultsAndMismatches) {
   Element example;
   example.set("label", Tensor::scalar(3, DType::i64));
