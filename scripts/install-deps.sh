@@ -16,7 +16,9 @@ packages=(
   openmpi-bin libopenmpi-dev              # multi-worker training: launch and bootstrap
   clang libclang-rt-14-dev                # libFuzzer targets for the readers
   dataset-fashion-mnist
+  mate-backgrounds                        # photographs for the input-pipeline JPEG benchmark
   python3 python3-venv # benchmark peers and interop tests run in a project virtualenv
+  chromium                                # headless browser: the bench HTML report's render test
 )
 
 missing=()

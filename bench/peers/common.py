@@ -8,8 +8,6 @@ import json
 import os
 import time
 
-import numpy as np
-
 DEFAULT_DATA_DIR = "/usr/share/datasets/fashion-mnist"
 # Tandem's `train` excludes the same number of first steps from its throughput.
 DEFAULT_WARMUP_STEPS = 10
@@ -54,18 +52,15 @@ def limit_threads_env(threads):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-# IDX element type codes (the third byte of the magic number).
-_IDX_DTYPES = {
-    0x08: np.uint8,
-    0x09: np.int8,
-    0x0B: np.dtype(">i2"),
-    0x0C: np.dtype(">i4"),
-    0x0D: np.dtype(">f4"),
-    0x0E: np.dtype(">f8"),
-}
+# IDX element type codes (the third byte of the magic number) and their NumPy dtypes.
+_IDX_DTYPES = {0x08: "u1", 0x09: "i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
 def read_idx(path):
+    # NumPy is imported where it is used, so that run_peer.py can tell "the framework is not
+    # installed" apart from a failure when run by an interpreter that has neither.
+    import numpy as np
+
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as file:
         data = file.read()
@@ -83,6 +78,8 @@ def read_idx(path):
 
 def load_fashion_mnist(data_dir, split):
     """Images (N, 28, 28, 1) f32 in [0, 1] and labels (N,) i64; split is "train" or "t10k"."""
+    import numpy as np
+
     images = read_idx(os.path.join(data_dir, f"{split}-images-idx3-ubyte.gz"))  # (N, 28, 28) u8
     labels = read_idx(os.path.join(data_dir, f"{split}-labels-idx1-ubyte.gz"))  # (N,) u8
     features = (images.astype(np.float32) / 255.0)[..., np.newaxis]  # (N, 28, 28, 1)

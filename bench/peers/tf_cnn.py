@@ -37,22 +37,6 @@ def step_timing_callback(tf, clock, num_examples, batch_size):
     return StepTiming()
 
 
-def build_model(tf):
-    layers = tf.keras.layers
-    return tf.keras.Sequential(
-        [
-            layers.Input(shape=(28, 28, 1)),
-            layers.Conv2D(32, 3, activation="relu"),  # (B, 26, 26, 32)
-            layers.MaxPooling2D(2),  # (B, 13, 13, 32)
-            layers.Conv2D(64, 3, activation="relu"),  # (B, 11, 11, 64)
-            layers.MaxPooling2D(2),  # (B, 5, 5, 64)
-            layers.Flatten(),  # (B, 1600)
-            layers.Dense(64, activation="relu"),
-            layers.Dense(10),  # logits
-        ]
-    )
-
-
 def main():
     args = common.parse_args("TensorFlow/Keras")
     common.limit_threads_env(args.threads)
@@ -60,12 +44,14 @@ def main():
     import keras
     import tensorflow as tf
 
+    import tf_zoo
+
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     tf.keras.utils.set_random_seed(args.seed)
 
     train_images, train_labels = common.load_fashion_mnist(args.data_dir, "train")
-    model = build_model(tf)
+    model = tf_zoo.cnn(input_shape=(28, 28, 1), num_classes=10)
     model.compile(
         optimizer=tf.keras.optimizers.Adam(learning_rate=1e-3),
         loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -11,21 +11,6 @@ import time
 import common
 
 
-def build_model(nn):
-    return nn.Sequential(
-        nn.Conv2d(1, 32, 3),  # (B, 32, 26, 26)
-        nn.ReLU(),
-        nn.MaxPool2d(2),  # (B, 32, 13, 13)
-        nn.Conv2d(32, 64, 3),  # (B, 64, 11, 11)
-        nn.ReLU(),
-        nn.MaxPool2d(2),  # (B, 64, 5, 5)
-        nn.Flatten(),  # (B, 1600)
-        nn.Linear(64 * 5 * 5, 64),
-        nn.ReLU(),
-        nn.Linear(64, 10),  # logits
-    )
-
-
 def to_nchw(torch, images):
     return torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()  # (N, 1, 28, 28)
 
@@ -38,6 +23,8 @@ def main():
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
 
+    import torch_zoo
+
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
     torch.manual_seed(args.seed)
@@ -49,7 +36,7 @@ def main():
         shuffle=True,
         generator=torch.Generator().manual_seed(args.seed),
     )
-    model = build_model(nn)
+    model = torch_zoo.cnn(input_shape=(28, 28, 1), num_classes=10)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
 
