@@ -7,6 +7,9 @@
 #          protobuf, ONNX, OpenMPI's libraries, ...). cuDNN, cuBLASLt and NCCL are not carried:
 #          Tandem loads them at run time, and gpu-check.sh finds them in the GPU machine's
 #          Python environment (PyTorch's nvidia-* packages) or CUDA installation
+#   openmpi/, pmix/  Open MPI's runtime (mpirun, orted, plugins, help texts; its libraries go
+#          into lib/), so `tandem launch` runs the multi-worker check on a GPU machine without
+#          Open MPI (scripts/bundle-openmpi.sh; gpu-check-distribute.sh sets OPAL_PREFIX)
 #   data/  the Fashion-MNIST files, for training the tutorial CNN there
 #   MANIFEST with the commit, the toolkit and the library versions it was built with
 #
@@ -63,6 +66,7 @@ for library in $(ldd "${binaries[@]}" | awk '/=> \// {print $3}' | sort -u); do
   esac
 done
 strip --strip-unneeded "$stage"/lib/*.so* 2>/dev/null || true
+scripts/bundle-openmpi.sh "$stage"
 
 cp "$data_dir"/*-ubyte* "$stage/data/"
 

@@ -188,6 +188,10 @@ struct CommunicationStats {
   std::int64_t steps = 0;
   std::int64_t collectives = 0;  // all-reduces and gathers started
   std::int64_t bytes = 0;        // all-reduced or gathered by this worker
+  std::int64_t gradient_buckets = 0;  // gradient all-reduces started (counted in collectives too)
+  // Gradient buckets whose all-reduce started while the backward pass was still computing other
+  // gradients: the communication that overlaps the backward pass.
+  std::int64_t overlapped_buckets = 0;
   // Blocked waiting for collectives to finish: the communication the backward pass did not hide.
   double wait_seconds = 0;
   // Packing gradients into buckets, unpacking the sums, averaging the moving statistics.

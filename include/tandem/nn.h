@@ -126,8 +126,9 @@ class LayerBase {
   // policy the weights are made in its variable dtype and call() sees floating inputs cast to
   // its compute dtype.
   const std::optional<mixed_precision::Policy>& dtype_policy() const { return dtype_policy_; }
-  // Before the layer is built (Keras' dtype= argument); throws InvalidArgument after.
-  void set_dtype_policy(const mixed_precision::Policy& policy);
+  // Before the layer is built (Keras' dtype= argument); throws InvalidArgument after. nullopt:
+  // no policy, the layer computes in its first input's dtype (what load_model restores).
+  void set_dtype_policy(std::optional<mixed_precision::Policy> policy);
   // The dtype the layer computes in for a floating input of `input_dtype`.
   DType compute_dtype(DType input_dtype) const;
   // The dtype of the layer's output for a first input of `input_dtype`: its compute dtype for a

@@ -47,6 +47,16 @@ std::string policy_name(const std::string& precision) {
   return "float32";
 }
 
+std::optional<std::string> precision_warning(const std::string& precision,
+                                             const std::vector<Device>& devices) {
+  const bool on_cpu = std::any_of(devices.begin(), devices.end(), [](const Device& device) {
+    return device.type == DeviceType::cpu;
+  });
+  if (precision != "fp16" || !on_cpu) return std::nullopt;
+  return "--precision fp16 on the CPU runs Tandem's float16 reference loops, over 100x slower "
+         "than bf16 there (no oneDNN float16 kernels); use --precision bf16 on the CPU";
+}
+
 std::size_t parse_memory_size(const std::string& option, const std::string& text) {
   std::size_t consumed = 0;
   double value = 0.0;

@@ -6,9 +6,12 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/args.h"
+#include "tandem/device.h"
 
 namespace tandem::cli {
 
@@ -24,6 +27,12 @@ PrecisionOptions parse_precision_options(const ParsedArgs& args);
 
 // "float32", "mixed_bfloat16", "mixed_float16": the dtype policy --precision names.
 std::string policy_name(const std::string& precision);
+
+// The one-line warning for a precision that is slow on these training devices (fp16 on the CPU:
+// oneDNN has no float16 kernels, so every op runs Tandem's scalar reference loops); nullopt when
+// there is nothing to warn about.
+std::optional<std::string> precision_warning(const std::string& precision,
+                                             const std::vector<Device>& devices);
 
 // "512M", "2G", "1.5GiB", "300000000": bytes (K, M, G, T are powers of 1024). Throws UsageError
 // naming the option.

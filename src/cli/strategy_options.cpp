@@ -155,7 +155,8 @@ void print_communication(const distribute::Strategy& strategy, const train::Hist
       << fixed(100.0 * stats.pack_seconds / total, 1) << "% packing ("
       << fixed(static_cast<double>(stats.collectives) / static_cast<double>(stats.steps), 1)
       << " collectives, " << format_memory_size(static_cast<std::size_t>(stats.bytes / stats.steps))
-      << " per step)\n";
+      << " per step; " << stats.overlapped_buckets << " of " << stats.gradient_buckets
+      << " gradient buckets started during the backward pass)\n";
 }
 
 void add_communication(const distribute::Strategy& strategy, const train::History& history,
@@ -165,7 +166,9 @@ void add_communication(const distribute::Strategy& strategy, const train::Histor
   if (stats.steps == 0 || total <= 0) return;
   report.add_number("allreduce_wait_share", stats.wait_seconds / total)
       .add_number("allreduce_pack_share", stats.pack_seconds / total)
-      .add_integer("allreduce_bytes_per_step", stats.bytes / stats.steps);
+      .add_integer("allreduce_bytes_per_step", stats.bytes / stats.steps)
+      .add_integer("allreduce_gradient_buckets", stats.gradient_buckets)
+      .add_integer("allreduce_overlapped_buckets", stats.overlapped_buckets);
 }
 
 }  // namespace tandem::cli

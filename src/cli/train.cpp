@@ -362,6 +362,11 @@ int run_train(const ParsedArgs& args) {
       set_memory_limit(training_device, options.precision.memory_limit);
     }
   }
+  if (const auto warning =
+          precision_warning(options.precision.precision, strategy->devices());
+      warning && strategy->is_chief()) {
+    std::cerr << "warning: " << *warning << "\n";
+  }
   if (chatty) {
     std::cout << "precision: " << options.precision.precision << " ("
               << policy_name(options.precision.precision) << " dtype policy"

@@ -132,6 +132,8 @@ class BucketedReduction final : public train::detail::ReplicaStep {
   bool reduce(std::vector<Tensor>& gradients, const std::vector<Tensor>& variables) override {
     TANDEM_ASSERT(variables.size() == context_.variables.size(),
                   "the step's variables differ from those the strategy prepared");
+    // The backward pass is over: a bucket still to start no longer overlaps it.
+    backward_over_ = true;
     for (std::size_t i = 0; i < gradients.size(); ++i) {
       if (!arrived_[i]) arrive(i, gradients[i]);
     }
@@ -165,6 +167,7 @@ class BucketedReduction final : public train::detail::ReplicaStep {
  private:
   void arrive(std::size_t index, const Tensor& gradient) {
     gradients_[index] = gradient;
+    if (!arrived_[index]) ++arrived_count_;
     arrived_[index] = true;
     // The forward pass is over once the first gradient arrives: the statistics are final.
     if (!statistics_started_) start_statistics();
@@ -185,6 +188,9 @@ class BucketedReduction final : public train::detail::ReplicaStep {
       flats_[next_bucket_] = pack(gradients_, context_.variables, indices, weight_);
       pending_[next_bucket_] = context_.collective.start_all_reduce(flats_[next_bucket_]);
       ++context_.stats.collectives;
+      ++context_.stats.gradient_buckets;
+      // Other gradients still to come: the backward pass goes on while this bucket travels.
+      if (!backward_over_ && arrived_count_ < arrived_.size()) ++context_.stats.overlapped_buckets;
       context_.stats.bytes += static_cast<std::int64_t>(flats_[next_bucket_].nbytes());
       ++next_bucket_;
     }
@@ -230,6 +236,8 @@ class BucketedReduction final : public train::detail::ReplicaStep {
   std::string step_name_;
   std::vector<Tensor> gradients_;
   std::vector<bool> arrived_;
+  std::size_t arrived_count_ = 0;
+  bool backward_over_ = false;  // reduce() was called: the tape has handed over every gradient
   std::vector<Tensor> flats_;
   std::vector<std::function<bool()>> pending_;
   std::size_t next_bucket_ = 0;

@@ -66,9 +66,13 @@ json layer_json(const nn::Layer& layer) {
                           ") cannot be saved: it has no config; override LayerBase::config() "
                           "and add the class to nn::register_layer so load_model can make it");
   }
+  // The layer's own dtype policy (null: none, it follows its input's dtype), so a model trained
+  // under mixed precision loads with its float32 layers whatever the global policy is then.
+  const std::optional<mixed_precision::Policy>& policy = layer.impl().dtype_policy();
   return {{"class_name", layer.impl().class_name()},
           {"name", layer.name()},
           {"trainable", layer.trainable()},
+          {"dtype_policy", policy ? json(policy->name()) : json(nullptr)},
           {"config", config_json(*config)}};
 }
 
@@ -139,6 +143,20 @@ nn::Model build_model(const json& architecture, const std::string& where) {
       throw IoError(where + ": layer '" + name + "': " + error.what());
     }
     layer.set_trainable(entry.at("trainable").get<bool>());
+    // Files written before the policy was saved leave the layer with the global one.
+    if (const auto policy = entry.find("dtype_policy"); policy != entry.end()) {
+      if (!policy->is_null() && !policy->is_string()) {
+        throw IoError(where + ": layer '" + name +
+                      "': dtype_policy is neither a policy name nor null; the file is damaged");
+      }
+      try {
+        layer.impl().set_dtype_policy(
+            policy->is_null() ? std::nullopt
+                              : std::optional(mixed_precision::Policy(policy->get<std::string>())));
+      } catch (const InvalidArgument& error) {
+        throw IoError(where + ": layer '" + name + "': " + error.what());
+      }
+    }
     if (!by_name.emplace(name, layer).second) {
       throw IoError(where + ": two layers are named '" + name + "'; the file is damaged");
     }

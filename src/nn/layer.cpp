@@ -82,13 +82,13 @@ void LayerBase::ensure_built(std::span<const Shape> input_shapes, DType dtype, D
   built_ = true;
 }
 
-void LayerBase::set_dtype_policy(const mixed_precision::Policy& policy) {
+void LayerBase::set_dtype_policy(std::optional<mixed_precision::Policy> policy) {
   if (built_) {
     throw InvalidArgument(describe(*this) +
                           ": the dtype policy must be set before the layer is "
                           "built (its weights exist already)");
   }
-  dtype_policy_ = policy;
+  dtype_policy_ = std::move(policy);
 }
 
 DType LayerBase::compute_dtype(DType input_dtype) const {

@@ -43,6 +43,10 @@ class Backend {
 };
 
 Backend& backend_for(Device device);
+// In deterministic mode (set_deterministic), throws Error naming the op and the fix when its
+// kernel on `device` could give other results from run to run (sums with atomics, or cuDNN
+// algorithms chosen by speed); does nothing otherwise. call_op runs it before every kernel.
+void require_deterministic_kernel(OpKind kind, Device device);
 void register_backend(DeviceType type, Backend* backend);
 // Defined by src/backend/cpu; always present.
 Backend& cpu_backend();

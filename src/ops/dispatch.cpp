@@ -6,6 +6,7 @@
 
 #include "core/allocator.h"
 #include "ops/backend.h"
+#include "tandem/runtime.h"
 
 namespace tandem {
 namespace {
@@ -51,6 +52,36 @@ Backend& backend_for(Device device) {
                 ": this build or machine has none; run `tandem devices` to see what is available");
   }
   return *backend;
+}
+
+void require_deterministic_kernel(OpKind kind, Device device) {
+  if (device.type != DeviceType::cuda || !deterministic()) return;
+  // The CUDA kernels whose sums depend on the order threads finish in: the pooling backward
+  // kernels and scatter-add (src/backend/cuda/pool.cu, gather.cu) and LayerNormalization's
+  // gamma and beta gradients (layer_norm.cu) add with atomics; the convolution backward ops run
+  // whichever cuDNN algorithm benchmarked fastest, nondeterministic ones included (conv.cpp).
+  // The rest (matmul through cuBLASLt, reductions, batch norm, softmax, element-wise, dropout's
+  // Philox stream) give the same bits every run.
+  const char* why = nullptr;
+  switch (kind) {
+    case OpKind::max_pool2d_backward:
+    case OpKind::avg_pool2d_backward:
+    case OpKind::scatter_add:
+    case OpKind::layer_norm_backward:
+      why = "sums with atomics";
+      break;
+    case OpKind::conv2d_backward_input:
+    case OpKind::conv2d_backward_filter:
+      why = "runs the fastest cuDNN algorithm, which may be a nondeterministic one";
+      break;
+    default:
+      return;
+  }
+  throw Error(std::string(op_name(kind)) + " on " + device.str() +
+              ": deterministic mode (--deterministic) cannot be honoured there, its CUDA kernel " +
+              why +
+              " and its results vary from run to run; train on the CPU (--strategy cpu) "
+              "for bit-identical runs, or on the GPU without --deterministic");
 }
 
 void register_backend(DeviceType type, Backend* backend) {
@@ -100,6 +131,7 @@ std::vector<Tensor> call_op(OpKind kind, const std::vector<Tensor>& inputs, cons
   const std::vector<TensorMeta> output_metas = def.infer(def.name, input_metas, attrs);
 
   Backend& backend = backend_for(device);
+  require_deterministic_kernel(kind, device);
   const DType kernel_dtype = count > 0 ? inputs[0].dtype() : output_metas[0].dtype;
   if (!backend.supports(kind, kernel_dtype)) {
     throw Error(std::string(def.name) + ": the " + backend.name() + " backend has no kernel for " +

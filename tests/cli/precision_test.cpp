@@ -67,6 +67,27 @@ TEST(PrecisionOptions, TrainsInBf16) {
   EXPECT_NE(result.out.find("precision: bf16 (mixed_bfloat16 dtype policy)"), std::string::npos)
       << result.out;
   EXPECT_NE(slurp(report).find("\"precision\": \"bf16\""), std::string::npos) << slurp(report);
+  EXPECT_EQ(result.err.find("warning"), std::string::npos) << result.err;
+}
+
+// fp16 on the CPU runs the reference loops: one line on stderr says so and suggests bf16.
+TEST(PrecisionOptions, Fp16OnTheCpuWarnsThatItIsSlowAndSuggestsBf16) {
+  EXPECT_FALSE(cli::precision_warning("fp16", {Device::cuda(0)}));
+  EXPECT_FALSE(cli::precision_warning("bf16", {Device::cpu()}));
+  EXPECT_FALSE(cli::precision_warning("fp32", {Device::cpu()}));
+  const std::optional<std::string> warning = cli::precision_warning("fp16", {Device::cpu()});
+  ASSERT_TRUE(warning);
+  EXPECT_NE(warning->find("slower than bf16"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("use --precision bf16"), std::string::npos) << *warning;
+  EXPECT_EQ(warning->find('\n'), std::string::npos);
+
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 32, 16, 28, 28);
+  const CliResult result =
+      run_cli({"train", "--model", "mlp", "--precision", "fp16", "--epochs", "1", "--quiet",
+               "--threads", "1", "--data-dir", dir.path().string()});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(result.err, "warning: " + *warning + "\n");
 }
 
 // Under a memory cap the search finds a batch size above the default and below the data set,

@@ -1,7 +1,8 @@
 // The worker program the multi-worker tests start under mpirun (and once alone, as the
 // single-process reference). It trains a zoo model with Model::fit under MultiWorker and writes,
 // per rank, a digest of all weights after every step, the loss of every step and the final
-// weights, so the test can check that the ranks stay bit-identical and match a single process.
+// weights, BatchNormalization's moving statistics apart, and its communication statistics,
+// so the test can check that the ranks stay bit-identical and match a single process.
 // Fault options make one rank stall or die at a chosen point.
 #include <signal.h>
 #include <unistd.h>
@@ -34,6 +35,10 @@ struct Options {
   std::int64_t batch_size = 64;  // global
   int epochs = 1;
   bool single = false;  // no strategy: the single-process reference
+  // With --single: replicas trained in this one process (Mirrored over logical CPU replicas), the
+  // reference for models whose BatchNormalization normalises each replica's share on its own.
+  int single_replicas = 1;
+  std::string optimizer = "adam";  // or "sgd"
   double join_timeout = 60;
   double collective_timeout = 60;
   std::size_t bucket_bytes = std::size_t{1} << 20;
@@ -57,6 +62,8 @@ Options parse(int argc, char** argv) {
   options.batch_size = std::stoll(text("--batch-size", "64"));
   options.epochs = std::stoi(text("--epochs", "1"));
   options.single = text("--single", "0") == "1";
+  options.single_replicas = std::stoi(text("--single-replicas", "1"));
+  options.optimizer = text("--optimizer", "adam");
   options.join_timeout = std::stod(text("--join-timeout", "60"));
   options.collective_timeout = std::stod(text("--collective-timeout", "60"));
   options.bucket_bytes = std::stoull(text("--bucket-bytes", "1048576"));
@@ -115,8 +122,12 @@ int run(const Options& options) {
     multi_worker.bucket_bytes = options.bucket_bytes;
     multi_worker.cpu_only = true;
     strategy = std::make_shared<distribute::MultiWorker>(multi_worker);
+  } else if (options.single_replicas > 1) {
+    strategy = std::make_shared<distribute::Mirrored>(
+        std::vector<Device>(static_cast<std::size_t>(options.single_replicas), Device::cpu()),
+        distribute::DeviceInventory{});
   }
-  const int rank = strategy ? strategy->worker_index() : 0;
+  const int rank = options.single ? 0 : strategy->worker_index();
   const std::string name = options.single ? "single" : "rank" + std::to_string(rank);
   const bool faulty = rank == options.fault_rank;
 
@@ -124,12 +135,20 @@ int run(const Options& options) {
   data::TensorDataset dataset(images, labels);
   dataset.shuffle(3).batch(options.batch_size);
 
-  manual_seed(11);
+  // Each rank draws other initial weights, so only the broadcast of rank 0's makes them agree
+  // (and the single-process reference draws rank 0's).
+  manual_seed(11 + static_cast<std::uint64_t>(rank));
   nn::Model model = [&] {
     std::optional<distribute::StrategyScope> scope;
     if (strategy) scope.emplace(strategy->scope());
     nn::Model built = nn::zoo::build(options.model, {28, 28, 1}, 10);
-    built.compile({.optimizer = train::Adam(1e-3),
+    std::shared_ptr<train::Optimizer> optimizer;
+    if (options.optimizer == "sgd") {
+      optimizer = std::make_shared<train::SGD>(0.05);
+    } else {
+      optimizer = std::make_shared<train::Adam>(1e-3);
+    }
+    built.compile({.optimizer = optimizer,
                    .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true),
                    .metrics = {"accuracy"}});
     return built;
@@ -165,7 +184,21 @@ int run(const Options& options) {
     weights.write(static_cast<const char*>(host.raw_data()),
                   static_cast<std::streamsize>(host.nbytes()));
   }
-  return weights ? 0 : 1;
+  if (!weights) return 1;
+  std::ofstream statistics(options.out_dir + "/" + name + ".statistics", std::ios::binary);
+  for (const Tensor& statistic : model.non_trainable_weights()) {
+    const Tensor host = statistic.to(Device::cpu());
+    statistics.write(static_cast<const char*>(host.raw_data()),
+                     static_cast<std::streamsize>(host.nbytes()));
+  }
+  if (!statistics) return 1;
+
+  const distribute::CommunicationStats stats =
+      strategy ? strategy->communication_stats() : distribute::CommunicationStats{};
+  std::ofstream communication(options.out_dir + "/" + name + ".stats");
+  communication << "steps " << stats.steps << "\ngradient_buckets " << stats.gradient_buckets
+                << "\noverlapped_buckets " << stats.overlapped_buckets << "\n";
+  return communication ? 0 : 1;
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // Saved models: save then load gives identical predictions for Sequential and functional models
 // (every zoo model, a Dropout with its seed); layer configs round-trip through make_layer; a
 // saved model is replaced whole and other folders are refused; damage is detected; a layer that
-// cannot be saved says why.
+// cannot be saved says why; layers' dtype policies survive loading under another global policy.
 #include <gtest/gtest.h>
+
+#include <optional>
+#include <set>
 
 #include "io/io_support.h"
 #include "support/errors.h"
@@ -39,6 +42,114 @@ TEST(SavedModel, EveryZooModelGivesIdenticalPredictionsAfterLoading) {
     EXPECT_EQ(loaded.name(), model.name());
     EXPECT_EQ(loaded.summary_string(), model.summary_string());
   }
+}
+
+// Sets the global dtype policy (nullopt: none) and puts the previous one back.
+class GlobalPolicyScope {
+ public:
+  explicit GlobalPolicyScope(const std::optional<std::string>& name)
+      : previous_(mixed_precision::global_policy()) {
+    if (name) {
+      mixed_precision::set_global_policy(*name);
+    } else {
+      mixed_precision::clear_global_policy();
+    }
+  }
+  ~GlobalPolicyScope() {
+    if (previous_) {
+      mixed_precision::set_global_policy(*previous_);
+    } else {
+      mixed_precision::clear_global_policy();
+    }
+  }
+  GlobalPolicyScope(const GlobalPolicyScope&) = delete;
+  GlobalPolicyScope& operator=(const GlobalPolicyScope&) = delete;
+
+ private:
+  std::optional<mixed_precision::Policy> previous_;
+};
+
+std::vector<std::optional<std::string>> policy_names(const nn::Model& model) {
+  std::vector<std::optional<std::string>> names;
+  for (const nn::Layer& layer : model.layers()) {
+    const auto& policy = layer.impl().dtype_policy();
+    names.push_back(policy ? std::optional(policy->name()) : std::nullopt);
+  }
+  return names;
+}
+
+TEST(SavedModel, LayerDtypePoliciesRoundTripWhateverTheGlobalPolicyIsAtLoading) {
+  ScratchDir scratch;
+  const Tensor x = sample_images({28, 28, 1}, 4);
+  {
+    // Made under mixed_bfloat16: every layer computes in bfloat16, but the zoo keeps the logits
+    // layer in float32.
+    nn::Model model = [] {
+      const GlobalPolicyScope bf16("mixed_bfloat16");
+      manual_seed(3);
+      return nn::zoo::build("cnn", {28, 28, 1}, 10);
+    }();
+    const auto policies = policy_names(model);
+    ASSERT_EQ(policies.back(), "float32");
+    ASSERT_EQ(policies.front(), "mixed_bfloat16");
+    const Tensor expected = model.predict(x);
+    model.save(scratch.file("bf16"));
+
+    const GlobalPolicyScope f32("float32");
+    nn::Model loaded = load_model(scratch.file("bf16"));
+    EXPECT_EQ(policy_names(loaded), policies);
+    EXPECT_TRUE(same_bits(loaded.predict(x), expected));
+  }
+  {
+    // Made without a policy: the layers follow their inputs and still do after loading under one.
+    nn::Model model = [] {
+      const GlobalPolicyScope none(std::nullopt);
+      manual_seed(3);
+      return nn::zoo::build("mlp", {28, 28, 1}, 10);
+    }();
+    const Tensor expected = model.predict(x);
+    model.save(scratch.file("plain"));
+    const GlobalPolicyScope bf16("mixed_bfloat16");
+    nn::Model loaded = load_model(scratch.file("plain"));
+    for (const auto& policy : policy_names(loaded))
+      EXPECT_EQ(policy, std::nullopt);
+    EXPECT_TRUE(same_bits(loaded.predict(x), expected));
+  }
+}
+
+TEST(SavedModel, ASmallTransformerEncoderGivesIdenticalPredictionsAfterLoading) {
+  ScratchDir scratch;
+  manual_seed(5);
+  const nn::zoo::TransformerEncoderConfig config{.vocabulary_size = 40,
+                                                 .max_sequence_length = 16,
+                                                 .hidden_size = 8,
+                                                 .layers = 2,
+                                                 .heads = 2,
+                                                 .intermediate_size = 16,
+                                                 .dropout = 0.1,
+                                                 .layer_norm_epsilon = 1e-6};
+  nn::Model model = nn::zoo::transformer_encoder(config, 6, 3, "tiny_encoder");
+  std::set<std::string> classes;
+  for (const nn::Layer& layer : model.layers())
+    classes.insert(layer.impl().class_name());
+  for (const char* needed : {"Embedding", "PositionEmbedding", "LayerNormalization",
+                             "MultiHeadAttention", "GlobalAveragePooling1D", "Dropout"}) {
+    ASSERT_TRUE(classes.contains(needed)) << needed;
+  }
+  // One training step, so the saved weights are not the initial ones.
+  std::vector<std::int32_t> ids;
+  for (int i = 0; i < 4 * 6; ++i)
+    ids.push_back((i * 7 + 3) % 40);
+  const Tensor tokens = Tensor::from_vector(ids, {4, 6});  // (batch, length)
+  model.compile({.optimizer = train::Adam(1e-2),
+                 .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true)});
+  model.train_on_batch(tokens, Tensor::from_vector<std::int32_t>({0, 1, 2, 1}, {4}));
+  const Tensor expected = model.predict(tokens);  // (4, 3)
+  model.save(scratch.file("encoder"));
+  nn::Model loaded = load_model(scratch.file("encoder"));
+  EXPECT_TRUE(same_bits(loaded.predict(tokens), expected));
+  expect_same_weights(model, loaded);
+  EXPECT_EQ(loaded.summary_string(), model.summary_string());
 }
 
 TEST(SavedModel, ATrainedModelWithBatchNormStatisticsRoundTrips) {
