@@ -2,6 +2,7 @@
 // Umbrella header: everything a Tandem user needs.
 #include "tandem/attrs.h"
 #include "tandem/autodiff.h"
+#include "tandem/bench.h"
 #include "tandem/cuda.h"
 #include "tandem/data.h"
 #include "tandem/device.h"

@@ -127,7 +127,8 @@ ParsedArgs parse_args(const CommandSpec& command, std::span<const std::string> a
                        help_pointer(command));
     }
   }
-  if (!command.operands.empty() && parsed.operands_.empty() && !parsed.has("--help")) {
+  if (!command.operands.empty() && !command.operands_optional && parsed.operands_.empty() &&
+      !parsed.has("--help")) {
     throw UsageError("'tandem " + command.name + "' needs " + command.operands +
                      help_pointer(command));
   }

@@ -34,6 +34,8 @@ struct CommandSpec {
   // The plain arguments the command takes, e.g. "INPUT..." (`tandem predict --model DIR
   // INPUT...`): one or more; empty when it takes none.
   std::string operands = {};
+  // Whether the operands may be left out (`tandem bench` runs; `tandem bench compare A B`).
+  bool operands_optional = false;
 };
 
 // The full `--help` text of a command, its options aligned in a column.

@@ -40,4 +40,8 @@ int run_doctor(const ParsedArgs& args);
 const CommandSpec& launch_spec();
 int run_launch(const ParsedArgs& args);
 
+// `tandem bench` and `tandem bench compare A.json B.json` (src/cli/bench.cpp).
+const CommandSpec& bench_spec();
+int run_bench(const ParsedArgs& args);
+
 }  // namespace tandem::cli

@@ -21,7 +21,8 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> all{{train_spec, run_train},     {devices_spec, run_devices},
                                         {monitor_spec, run_monitor}, {data_spec, run_data},
                                         {predict_spec, run_predict}, {export_spec, run_export},
-                                        {doctor_spec, run_doctor},   {launch_spec, run_launch}};
+                                        {doctor_spec, run_doctor},   {launch_spec, run_launch},
+                                        {bench_spec, run_bench}};
   return all;
 }
 

@@ -266,7 +266,8 @@ std::int64_t search_max_batch(const TrainOptions& options, const distribute::Str
       const data::Pipeline two_steps = fashion_mnist_input(trial).training.take(2);
       nn::Model model = nn::zoo::build(options.model, image_shape, kFashionMnistClasses);
       model.compile({.optimizer = train::Adam(options.learning_rate),
-                     .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true)});
+                     .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true),
+                     .metrics = {}});
       train::FitOptions quiet;
       quiet.verbose = 0;
       model.fit(two_steps, 1, quiet);
@@ -362,8 +363,7 @@ int run_train(const ParsedArgs& args) {
       set_memory_limit(training_device, options.precision.memory_limit);
     }
   }
-  if (const auto warning =
-          precision_warning(options.precision.precision, strategy->devices());
+  if (const auto warning = precision_warning(options.precision.precision, strategy->devices());
       warning && strategy->is_chief()) {
     std::cerr << "warning: " << *warning << "\n";
   }

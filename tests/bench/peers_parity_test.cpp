@@ -6,8 +6,6 @@
 // unsupported combination and a missing framework exit 2, 4 and 3 (checked with Debian's
 // python3 alone). The runs are skipped, with the reason, where the frameworks cannot be
 // installed because the package index cannot be reached.
-//
-// A program of its own (tests/CMakeLists.txt), outside the globbed tests/<layer>/*_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,0 +1,120 @@
+// `tandem bench`, run as a user runs it: a tiny matrix with an absent device, the report files,
+// compare, the price table's errors and the option checks.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "cli/cli_runner.h"
+
+namespace tandem::testing {
+namespace {
+
+void expect_contains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "missing '" << part << "' in:\n" << text;
+}
+
+TEST(BenchCli, RunsAMatrixWritesReportsAndComparesThem) {
+  ScratchDir dir;
+  const std::string json = dir.file("a.json");
+  const CliResult result = run_cli({"bench",
+                                    "--model",
+                                    "mlp",
+                                    "--devices",
+                                    "cpu,cuda:3",
+                                    "--batch-size",
+                                    "8,16",
+                                    "--warmup-steps",
+                                    "1",
+                                    "--steps",
+                                    "2",
+                                    "--windows",
+                                    "2",
+                                    "--threads",
+                                    "1",
+                                    "--estimate",
+                                    "none",
+                                    "--json",
+                                    json,
+                                    "--csv",
+                                    dir.file("a.csv"),
+                                    "--html",
+                                    dir.file("a.html")});
+  ASSERT_EQ(result.status, 0) << result.err;
+  expect_contains(result.out, "| mlp | cpu (");
+  expect_contains(result.out, "| fp32 | 8 |");
+  expect_contains(result.out, "| fp32 | 16 |");
+  expect_contains(result.out, "Fastest: mlp fp32 ");
+  expect_contains(result.out, "Cheapest: mlp fp32 ");
+  expect_contains(result.out, "- mlp fp32 batch 8 on cuda:3 (measured): no ");
+  expect_contains(result.err, "bench: mlp fp32 batch 8 on cpu ...");
+  JsonChecker checker(slurp(json));
+  ASSERT_TRUE(checker.valid());
+  EXPECT_EQ(checker.top_level().at("format"), "\"tandem-bench-report\"");
+  expect_contains(slurp(dir.file("a.csv")), "measured,tandem,");
+  expect_contains(slurp(dir.file("a.html")), "<svg id=\"throughput\"");
+
+  const CliResult same = run_cli({"bench", "compare", json, json});
+  ASSERT_EQ(same.status, 0) << same.err;
+  expect_contains(same.out, "| measured | mlp fp32 b8 cpu |");
+  expect_contains(same.out, "| +0.0% |");
+
+  const CliResult one = run_cli({"bench", "compare", json});
+  EXPECT_EQ(one.status, 2);
+  expect_contains(one.err, "takes two reports");
+  const CliResult missing = run_cli({"bench", "compare", json, dir.file("none.json")});
+  EXPECT_EQ(missing.status, 1);
+  expect_contains(missing.err, "none.json");
+}
+
+TEST(BenchCli, SmokePresetPrintsEachEpochOnEachDevice) {
+  // The preset at a size a test affords: ResNet-50 at 32x32, 16 images, batch 8, 2 epochs.
+  const CliResult result = run_cli({"bench", "--preset", "smoke", "--image-size", "32",
+                                    "--dataset-size", "16", "--batch-size", "8", "--epochs", "2",
+                                    "--warmup-steps", "1", "--threads", "1", "--estimate", "none"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  const std::regex epochs(
+      "resnet50 fp32 batch 8 on cpu \\([^)]*\\): epoch 1 [0-9.]+ s, epoch 2 [0-9.]+ s; total "
+      "[0-9.]+ s\n");
+  EXPECT_TRUE(std::regex_search(result.out, epochs)) << result.out;
+  expect_contains(result.out, "| resnet50 | cpu (");
+  expect_contains(result.err, "bench: resnet50 fp32 batch 8 on cpu ...");
+}
+
+TEST(BenchCli, PriceTablesAreCheckedAndPrintable) {
+  ScratchDir dir;
+  const CliResult printed = run_cli({"bench", "--print-prices"});
+  ASSERT_EQ(printed.status, 0) << printed.err;
+  expect_contains(printed.out, "[device.h100]");
+  const std::string prices = dir.file("prices.toml");
+  std::ofstream(prices) << printed.out << "\n[device.mine]\nper_hour = cheap\n";
+  const CliResult bad = run_cli({"bench", "--prices", prices});
+  EXPECT_EQ(bad.status, 1);
+  expect_contains(bad.err, prices + ":");
+  expect_contains(bad.err, "cannot read the value 'cheap'");
+}
+
+TEST(BenchCli, OptionsAreChecked) {
+  const CliResult precision = run_cli({"bench", "--precision", "fp8"});
+  EXPECT_EQ(precision.status, 2);
+  expect_contains(precision.err, "--precision: unknown precision 'fp8'");
+  const CliResult model = run_cli({"bench", "--model", "vgg"});
+  EXPECT_EQ(model.status, 2);
+  expect_contains(model.err, "unknown model 'vgg'");
+  const CliResult device = run_cli({"bench", "--devices", "tpu:0"});
+  EXPECT_EQ(device.status, 2);
+  const CliResult peers = run_cli({"bench", "--peers", "jax"});
+  EXPECT_EQ(peers.status, 2);
+  const CliResult preset = run_cli({"bench", "--preset", "large"});
+  EXPECT_EQ(preset.status, 2);
+  const CliResult stray = run_cli({"bench", "now"});
+  EXPECT_EQ(stray.status, 2);
+  expect_contains(stray.err, "tandem bench compare A.json B.json");
+  const CliResult estimate = run_cli({"bench", "--estimate", "B300", "--steps", "1", "--windows",
+                                      "1", "--warmup-steps", "1", "--threads", "1"});
+  EXPECT_EQ(estimate.status, 1);
+  expect_contains(estimate.err, "no published figures for 'B300'");
+}
+
+}  // namespace
+}  // namespace tandem::testing
