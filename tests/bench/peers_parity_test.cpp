@@ -24,28 +24,17 @@ namespace tandem {
 namespace {
 
 using testing::CliResult;
-using testing::run_shell;
-using testing::ScratchDir;
-using testing::shell_quote;
-using testing::slurp;
+using testing::run_program;
 
 constexpr int kSteps = 2;
 constexpr int kBatch = 2;
 
 // Runs bench/peers/run_peer.py with `python`, capturing stdout and stderr apart.
 CliResult run_peer(const std::string& python, const std::vector<std::string>& args) {
-  ScratchDir scratch;
-  std::string command = shell_quote(python) + " " +
-                        shell_quote(std::string(TANDEM_SOURCE_DIR) + "/bench/peers/run_peer.py");
-  for (const std::string& arg : args)
-    command += " " + shell_quote(arg);
-  command += " >" + shell_quote(scratch.file("out")) + " 2>" + shell_quote(scratch.file("err")) +
-             " </dev/null";
-  CliResult result;
-  result.status = run_shell(command);
-  result.out = slurp(scratch.file("out"));
-  result.err = slurp(scratch.file("err"));
-  return result;
+  std::vector<std::string> script_and_args{std::string(TANDEM_SOURCE_DIR) +
+                                           "/bench/peers/run_peer.py"};
+  script_and_args.insert(script_and_args.end(), args.begin(), args.end());
+  return run_program(python, script_and_args);
 }
 
 // One workload: run_peer.py's arguments for it and the Tandem model it stands for.

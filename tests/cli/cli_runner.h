@@ -24,9 +24,10 @@ struct CliResult {
   std::string err;
 };
 
-inline CliResult run_cli(const std::vector<std::string>& args) {
+// Runs `program` with `args`, standard input closed, capturing both outputs.
+inline CliResult run_program(const std::string& program, const std::vector<std::string>& args) {
   ScratchDir scratch;
-  std::string command = shell_quote(TANDEM_CLI_PATH);
+  std::string command = shell_quote(program);
   for (const std::string& arg : args)
     command += " " + shell_quote(arg);
   command += " >" + shell_quote(scratch.file("out")) + " 2>" + shell_quote(scratch.file("err")) +
@@ -36,6 +37,10 @@ inline CliResult run_cli(const std::vector<std::string>& args) {
   result.out = slurp(scratch.file("out"));
   result.err = slurp(scratch.file("err"));
   return result;
+}
+
+inline CliResult run_cli(const std::vector<std::string>& args) {
+  return run_program(TANDEM_CLI_PATH, args);
 }
 
 // A strict JSON syntax check (RFC 8259) that also collects the top-level members' raw text.

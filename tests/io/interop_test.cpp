@@ -131,6 +131,9 @@ TEST(Interop, OnnxRuntimeMatchesTandemWithinTolerance) {
 }
 
 TEST(Interop, WeightsPyTorchWroteLoadIntoTheMatchingTandemModel) {
+  // PyTorch comes with the bench group (pinned there for the benchmark peers); both groups
+  // share the project virtualenv.
+  TANDEM_REQUIRE_PYTHON_ENV(torch_env, "bench");
   TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
   ScratchDir scratch;
   for (const std::string arch : {"mlp", "cnn"}) {
