@@ -270,6 +270,16 @@ void MpiWorld::wait(const std::function<bool()>& done, double timeout_seconds,
   if (!poll(done, timeout_seconds, what)) fail(what, timeout_seconds);
 }
 
+void MpiWorld::wait_for(MPI_Request& request, double timeout_seconds, const std::string& what) {
+  wait(
+      [&] {
+        int done = 0;
+        MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+        return done != 0;
+      },
+      timeout_seconds, what);
+}
+
 void MpiWorld::fail(const std::string& what, double waited_seconds, int reporting_rank) {
   broken_ = true;
 
@@ -422,13 +432,7 @@ void MpiWorld::broadcast(void* data, std::size_t bytes, double timeout_seconds,
     const int count = static_cast<int>(std::min<std::size_t>(bytes - offset, INT_MAX));
     MPI_Request request = MPI_REQUEST_NULL;
     MPI_Ibcast(cursor + offset, count, MPI_BYTE, 0, data_, &request);
-    wait(
-        [&] {
-          int done = 0;
-          MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-          return done != 0;
-        },
-        timeout_seconds, what);
+    wait_for(request, timeout_seconds, what);
   }
 }
 
@@ -450,13 +454,7 @@ std::vector<unsigned char> MpiWorld::all_gather(const void* data,
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_Iallgatherv(data, counts[static_cast<std::size_t>(rank_)], MPI_BYTE, gathered.data(),
                   counts.data(), displacements.data(), MPI_BYTE, data_, &request);
-  wait(
-      [&] {
-        int done = 0;
-        MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-        return done != 0;
-      },
-      timeout_seconds, what);
+  wait_for(request, timeout_seconds, what);
   return gathered;
 }
 

@@ -43,6 +43,8 @@ class MpiWorld {
   // Polls `done` until it returns true. Throws (after a roll call) when `timeout_seconds` pass
   // first or another worker announces a failure; `what` names what was awaited.
   void wait(const std::function<bool()>& done, double timeout_seconds, const std::string& what);
+  // wait() until the nonblocking operation behind `request` completes.
+  void wait_for(MPI_Request& request, double timeout_seconds, const std::string& what);
 
   // Checks that every worker's (what, value) pairs equal rank 0's before `stage` ("the start of
   // training"). Throws on every worker when one does not arrive within the timeout (naming it)

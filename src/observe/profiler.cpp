@@ -15,6 +15,8 @@
 #include <sstream>
 #include <tuple>
 
+#include <nlohmann/json.hpp>
+
 #include "observe/trace.h"
 #include "ops/backend.h"
 #include "tandem/runtime.h"
@@ -284,28 +286,10 @@ std::string printf_string(const char* pattern, auto... args) {
   return text;
 }
 
-std::string json_escape(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += printf_string("\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
+// `text` as a JSON string, quotes included (bytes that are not UTF-8 become U+FFFD).
+std::string json_string(std::string_view text) {
+  return nlohmann::json(std::string(text))
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string inputs_text(const std::vector<TensorMeta>& inputs) {
@@ -549,10 +533,10 @@ void Profiler::write_chrome_trace(const std::string& path) const {
   threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
   for (std::uint32_t thread : threads) {
     out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":" << thread
-        << ",\"args\":{\"name\":\"" << json_escape(detail::thread_name(thread)) << "\"}}";
+        << ",\"args\":{\"name\":" << json_string(detail::thread_name(thread)) << "}}";
   }
   for (const SpanEvent& span : data.spans) {
-    out << ",\n{\"name\":\"" << json_escape(span.label) << "\",\"cat\":\"" << span_name(span.kind)
+    out << ",\n{\"name\":" << json_string(span.label) << ",\"cat\":\"" << span_name(span.kind)
         << "\",\"ph\":\"X\",\"pid\":" << pid << ",\"tid\":" << span.thread
         << ",\"ts\":" << micros(span.start_ns)
         << ",\"dur\":" << printf_string("%.3f", (span.end_ns - span.start_ns) * 1e-3) << "}";
@@ -563,8 +547,8 @@ void Profiler::write_chrome_trace(const std::string& path) const {
         << ",\"tid\":" << op.thread << ",\"ts\":" << micros(op.start_ns)
         << ",\"dur\":" << printf_string("%.3f", (op.end_ns - op.start_ns) * 1e-3)
         << ",\"args\":{\"phase\":\"" << detail::phase_name(op.phase) << "\",\"device\":\""
-        << op.device.str() << "\",\"inputs\":\"" << json_escape(inputs_text(op.inputs))
-        << "\",\"flops\":" << printf_string("%.0f", op.cost.flops)
+        << op.device.str() << "\",\"inputs\":" << json_string(inputs_text(op.inputs))
+        << ",\"flops\":" << printf_string("%.0f", op.cost.flops)
         << ",\"bytes\":" << printf_string("%.0f", op.cost.bytes)
         << (op.device_seconds >= 0.0
                 ? ",\"device_us\":" + printf_string("%.3f", op.device_seconds * 1e6)
