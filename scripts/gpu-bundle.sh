@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, on a machine with the CUDA toolkit (no GPU needed), what scripts/gpu-check.sh runs on a
 # GPU machine, and packs it into one xz-compressed tarball under 64 MiB:
-#   bin/   tandem, tandem_backend_tests (the CUDA parity tests), zoo_throughput (the benchmark),
+#   bin/   tandem (also the benchmark: tandem bench), tandem_backend_tests (the CUDA parity tests),
 #          stripped; the CUDA runtime is linked in statically
 #   lib/   every shared library they need that is not part of the C runtime (oneDNN, OpenMP,
 #          protobuf, ONNX, OpenMPI's libraries, ...). cuDNN, cuBLASLt and NCCL are not carried:
@@ -44,13 +44,13 @@ echo "$configure_log" | grep "CUDA backend" || true
 echo "$configure_log" | grep -q "CUDA backend: on" ||
   fail "CMake did not enable the CUDA backend (see above); check nvcc and cudnn.h"
 echo "== building"
-cmake --build "$build" -j "$jobs" --target tandem_cli tandem_backend_tests bench_zoo_throughput
+cmake --build "$build" -j "$jobs" --target tandem_cli tandem_backend_tests
 
 stage_root=$(mktemp -d)
 trap 'rm -rf "$stage_root"' EXIT
 stage=$stage_root/tandem-gpu
 mkdir -p "$stage/bin" "$stage/lib" "$stage/data"
-binaries=("$build/tandem" "$build/tests/tandem_backend_tests" "$build/bench/zoo_throughput")
+binaries=("$build/tandem" "$build/tests/tandem_backend_tests")
 for binary in "${binaries[@]}"; do
   cp "$binary" "$stage/bin/"
   strip --strip-unneeded "$stage/bin/$(basename "$binary")"

@@ -5,7 +5,8 @@
 #   2. runs the CUDA parity tests (every op against the CPU reference, gradients included),
 #   3. trains the tutorial CNN on Fashion-MNIST for 5 epochs on the GPU and checks >= 90% test
 #      accuracy,
-#   4. benchmarks ResNet-50 training (synthetic 224x224 data, batch 256) in fp32 and bf16, Tandem
+#   4. benchmarks ResNet-50 training (synthetic 224x224 data, batch 256) in fp32 and bf16 with
+#      `tandem bench --peers torch`, Tandem
 #      against PyTorch on the same GPU (channels-last, AMP), and prints images/s and the ratios
 #      against the targets (bf16 >= 1.3x PyTorch AMP and >= 6,000 img/s; bf16 >= 2.5x fp32),
 #   5. runs the device and strategy checks (scripts/gpu-check-distribute.sh) when present.
@@ -97,37 +98,34 @@ else
   failed "tandem train on the GPU"
 fi
 
-echo "== 4. ResNet-50 training, synthetic 224x224, batch 256"
-for precision in fp32 bf16; do
-  echo "-- Tandem $precision"
-  if zoo_throughput --device cuda --model resnet50 --precision "$precision" --batch-size 256 \
-    --image-size 224 --classes 1000 | tee "$work/tandem_$precision.out"; then
-    tail -1 "$work/tandem_$precision.out" >"$results/tandem_resnet50_$precision.json"
-  else
-    failed "Tandem ResNet-50 $precision"
-  fi
-  echo "-- PyTorch $precision"
-  if python3 bench/peers/torch_resnet50.py --precision "$precision" --batch-size 256 |
-    tee "$results/pytorch_resnet50_$precision.json"; then :; else
-    failed "PyTorch ResNet-50 $precision"
-  fi
-done
-python3 - "$results" <<'EOF' | tee "$results/benchmark.txt"
-import json, os, sys
-results = sys.argv[1]
-def rate(name):
-    try:
-        return json.load(open(os.path.join(results, name)))["samples_per_sec"]
-    except (OSError, ValueError, KeyError):
-        return None
-rows = {p: (rate(f"tandem_resnet50_{p}.json"), rate(f"pytorch_resnet50_{p}.json")) for p in ("fp32", "bf16")}
-print("ResNet-50 training, synthetic 224x224, batch 256 (images/s, median of 3 windows of 20 steps)")
+echo "== 4. ResNet-50 training, synthetic 224x224, batch 256: tandem bench against PyTorch"
+# tandem bench runs Tandem in fp32 and bf16 on the GPU and bench/peers/run_peer.py (PyTorch from
+# this machine's Python, channels-last, autocast bf16) on the same GPU, model, batch and steps.
+if tandem bench --devices cuda:0 --model resnet50 --precision fp32,bf16 --batch-size 256 \
+  --warmup-steps 10 --steps 20 --windows 3 --peers torch --peer-python python3 --estimate none \
+  --json "$results/bench_resnet50.json" --html "$results/bench_resnet50.html"; then :; else
+  failed "tandem bench ResNet-50 on the GPU"
+fi
+python3 - "$results/bench_resnet50.json" <<'EOF' | tee "$results/benchmark.txt"
+import json, sys
+try:
+    rows = json.load(open(sys.argv[1]))["rows"]
+except (OSError, ValueError, KeyError):
+    rows = []
+def rate(kind, framework, precision):
+    for row in rows:
+        if row["kind"] == kind and row["framework"] == framework and row["precision"] == precision:
+            return row["samples_per_second"]
+    return None
+table = {p: (rate("measured", "tandem", p), rate("peer", "torch", p)) for p in ("fp32", "bf16")}
+print("ResNet-50 training, synthetic 224x224, batch 256 (images/s: batch / median step)")
 print(f"{'':6} {'Tandem':>10} {'PyTorch':>10} {'Tandem/PyTorch':>15}")
-for precision, (tandem, torch) in rows.items():
+for precision, (tandem, torch) in table.items():
     ratio = f"{tandem / torch:.2f}" if tandem and torch else "-"
-    print(f"{precision:6} {tandem or '-':>10} {torch or '-':>10} {ratio:>15}")
-t32, t16 = rows["fp32"][0], rows["bf16"][0]
-p16 = rows["bf16"][1]
+    shown = [f"{value:.1f}" if value else "-" for value in (tandem, torch)]
+    print(f"{precision:6} {shown[0]:>10} {shown[1]:>10} {ratio:>15}")
+t32, t16 = table["fp32"][0], table["bf16"][0]
+p16 = table["bf16"][1]
 def target(label, value, goal):
     if value is None:
         print(f"{label}: not measured (target >= {goal})")

@@ -488,8 +488,11 @@ void add_estimates(Report& report, const std::vector<std::string>& keys, const P
 
 PeerOutcome run_peer(const BenchOptions& options, const std::string& framework,
                      const Row& tandem_row) {
-  if (tandem_row.device != "cpu") {
-    return {std::nullopt, "run_peer.py runs on the CPU; no peer for " + tandem_row.device};
+  // run_peer.py runs on the CPU or on the first GPU it sees: a GPU row's peer sees only that GPU.
+  const Device device = Device::parse(tandem_row.device);
+  if (device.type != DeviceType::cpu && device.type != DeviceType::cuda) {
+    return {std::nullopt,
+            "run_peer.py runs on the CPU or a CUDA GPU; no peer for " + tandem_row.device};
   }
   if (!std::filesystem::exists(options.peer_script)) {
     return {std::nullopt, options.peer_script +
@@ -508,6 +511,9 @@ PeerOutcome run_peer(const BenchOptions& options, const std::string& framework,
   if (error_fd < 0) throw IoError("cannot create a temporary file in /tmp for the peer's errors");
   close(error_fd);
   std::string command =
+      (device.type == DeviceType::cuda
+           ? "CUDA_VISIBLE_DEVICES=" + std::to_string(device.index) + " "
+           : std::string()) +
       "timeout " + std::to_string(options.peer_timeout_seconds) + " " +
       shell_quote(options.peer_python) + " " + shell_quote(options.peer_script) + " --framework " +
       shell_quote(framework) + " --model " + shell_quote(tandem_row.model) + " --batch-size " +
@@ -520,6 +526,7 @@ PeerOutcome run_peer(const BenchOptions& options, const std::string& framework,
   if (workload.model == "transformer")
     command += " --sequence-length " + std::to_string(workload.example_shape[0]);
   command += " --classes " + std::to_string(workload.classes);
+  command += device.type == DeviceType::cuda ? " --device cuda" : " --device cpu";
   command += " 2>" + shell_quote(error_path);
   std::string output;
   int status = -1;
