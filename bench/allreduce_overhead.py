@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -55,27 +54,13 @@ def parse_args():
 
 def run(commands, reports, args):
     """Runs the commands at once; returns their reports and the CPU share others used."""
-    if args.wait_idle:
-        harness.wait_for_idle_cpus(args.wait_idle)
-    busy_before = harness.busy_cpu_seconds()
-    children_before = harness.children_cpu_seconds()
-    started = time.monotonic()
-    processes = [
-        subprocess.Popen([*command, "--report", str(report)], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
-        for command, report in zip(commands, reports)
-    ]
-    outputs = [process.communicate()[0] for process in processes]
-    wall = time.monotonic() - started
-    for process, command, output, report in zip(processes, commands, outputs, reports):
-        if process.returncode != 0 or not report.exists():
-            tail = "\n".join(output.strip().splitlines()[-15:])
-            sys.exit(f"`{' '.join(command)}` exited with {process.returncode}:\n{tail}")
-    others = (harness.busy_cpu_seconds() - busy_before) - (
-        harness.children_cpu_seconds() - children_before
-    )
-    share = max(0.0, others) / (wall * os.cpu_count())
-    return [json.loads(report.read_text()) for report in reports], share
+    commands = [[*command, "--report", str(report)] for command, report in zip(commands, reports)]
+    measured = harness.run_measured(commands, args.wait_idle)
+    failure = measured.failure(commands)
+    missing = [str(report) for report in reports if not report.exists()]
+    if failure or missing:
+        sys.exit(failure or f"no report written: {', '.join(missing)}")
+    return [json.loads(report.read_text()) for report in reports], measured.others_share
 
 
 def main():

@@ -100,6 +100,46 @@ def wait_for_idle_cpus(limit_seconds, quiet_seconds=5):
 
 
 @dataclass
+class Measured:
+    """What run_measured saw: each command's exit status and last output lines, the CPU seconds
+    the commands used together and the share of the CPUs other processes used meanwhile."""
+
+    statuses: list
+    tails: list
+    cpu_seconds: float
+    others_share: float
+
+    def failure(self, commands):
+        """The first failed command with its exit status and output, or ""."""
+        for command, status, tail in zip(commands, self.statuses, self.tails):
+            if status != 0:
+                return f"`{' '.join(map(str, command))}` exited with {status}:\n{tail}"
+        return ""
+
+
+def run_measured(commands, wait_idle=0):
+    """Runs the commands at the same time, after waiting up to wait_idle seconds for idle CPUs."""
+    if wait_idle:
+        wait_for_idle_cpus(wait_idle)
+    busy_before, children_before = busy_cpu_seconds(), children_cpu_seconds()
+    started = time.monotonic()
+    processes = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for command in commands
+    ]
+    outputs = [process.communicate()[0] for process in processes]
+    wall = time.monotonic() - started
+    cpu = children_cpu_seconds() - children_before
+    others = (busy_cpu_seconds() - busy_before) - cpu
+    return Measured(
+        statuses=[process.returncode for process in processes],
+        tails=["\n".join(output.strip().splitlines()[-15:]) for output in outputs],
+        cpu_seconds=cpu,
+        others_share=max(0.0, others) / (wall * os.cpu_count()),
+    )
+
+
+@dataclass
 class Run:
     samples_per_sec: float
     epoch_seconds: float
@@ -169,20 +209,12 @@ def build_commands(frameworks, args, python):
 
 def run_once(framework, report_path, args):
     """One training run; returns its Run, or None after recording the failure."""
-    if args.wait_idle:
-        wait_for_idle_cpus(args.wait_idle)
-    busy_before, children_before = busy_cpu_seconds(), children_cpu_seconds()
-    started = time.monotonic()
-    completed = subprocess.run(
-        [*framework.command, "--report", str(report_path)], capture_output=True, text=True
-    )
-    wall = time.monotonic() - started
-    others = (busy_cpu_seconds() - busy_before) - (children_cpu_seconds() - children_before)
-    if completed.returncode != 0 or not report_path.exists():
-        tail = "\n".join((completed.stderr or completed.stdout).strip().splitlines()[-15:])
-        framework.failure = (
-            f"`{' '.join(framework.command)}` exited with {completed.returncode}:\n{tail}"
-        )
+    command = [*framework.command, "--report", str(report_path)]
+    measured = run_measured([command], args.wait_idle)
+    framework.failure = measured.failure([command])
+    if not framework.failure and not report_path.exists():
+        framework.failure = f"`{' '.join(command)}` wrote no report {report_path}"
+    if framework.failure:
         return None
     report = json.loads(report_path.read_text())
     if report.get("warmup_steps", WARMUP_STEPS) != WARMUP_STEPS:
@@ -191,7 +223,7 @@ def run_once(framework, report_path, args):
             f"{WARMUP_STEPS}: set WARMUP_STEPS in {__file__} to Tandem's"
         )
         return None
-    return read_run(framework.name, report, max(0.0, others) / (wall * os.cpu_count()))
+    return read_run(framework.name, report, measured.others_share)
 
 
 def describe_machine():

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -58,20 +57,16 @@ def parse_args():
 def run_once(command, report, args):
     """One training run; returns (samples/s, its CPU seconds, the share of the CPUs other
     processes used)."""
-    if args.wait_idle:
-        harness.wait_for_idle_cpus(args.wait_idle)
-    busy_before = harness.busy_cpu_seconds()
-    children_before = harness.children_cpu_seconds()
-    started = time.monotonic()
-    completed = subprocess.run([*command, "--report", str(report)], capture_output=True, text=True)
-    wall = time.monotonic() - started
-    if completed.returncode != 0 or not report.exists():
-        tail = "\n".join((completed.stderr or completed.stdout).strip().splitlines()[-15:])
-        sys.exit(f"`{' '.join(command)}` exited with {completed.returncode}:\n{tail}")
-    cpu = harness.children_cpu_seconds() - children_before
-    others = (harness.busy_cpu_seconds() - busy_before) - cpu
-    share = max(0.0, others) / (wall * os.cpu_count())
-    return json.loads(report.read_text())["samples_per_sec"], cpu, share
+    command = [*command, "--report", str(report)]
+    measured = harness.run_measured([command], args.wait_idle)
+    failure = measured.failure([command])
+    if failure or not report.exists():
+        sys.exit(failure or f"`{' '.join(command)}` wrote no report {report}")
+    return (
+        json.loads(report.read_text())["samples_per_sec"],
+        measured.cpu_seconds,
+        measured.others_share,
+    )
 
 
 def main():
