@@ -30,6 +30,18 @@ inline AxisView axis_view(const Tensor& x, std::int64_t axis) {
   return view;
 }
 
+// A tensor (..., C) as `rows` rows of its last axis's `length` values (batch and layer norm);
+// no rows when C is 0.
+struct LastAxisRows {
+  std::int64_t rows = 0;
+  std::int64_t length = 0;
+};
+
+inline LastAxisRows last_axis_rows(const Tensor& x) {
+  const std::int64_t length = x.dim(-1);
+  return {length == 0 ? 0 : x.numel() / length, length};
+}
+
 // The dimensions of matmul(a, b [, bias]): `batch` products of (M, K) x (K, N).
 struct MatmulShape {
   std::int64_t batch = 1;

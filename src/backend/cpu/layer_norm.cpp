@@ -9,19 +9,10 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/loops.h"
+#include "ops/kernel_geometry.h"
 
 namespace tandem::cpu {
 namespace {
-
-struct RowView {
-  std::int64_t rows = 0;
-  std::int64_t features = 0;
-};
-
-RowView row_view(const Tensor& x) {
-  const std::int64_t features = x.dim(-1);
-  return {features == 0 ? 0 : x.numel() / features, features};
-}
 
 template <typename T>
 double value_at(const T* data, std::int64_t index) {
@@ -35,8 +26,8 @@ std::vector<double> as_doubles(const Tensor& tensor) {
 
 template <typename T, typename S>
 void layer_norm_loops(const KernelContext& c) {
-  const RowView view = row_view(c.inputs[0]);
-  const std::int64_t features = view.features;
+  const LastAxisRows view = last_axis_rows(c.inputs[0]);
+  const std::int64_t features = view.length;
   const T* x = static_cast<const T*>(c.inputs[0].raw_data());
   const std::vector<double> gamma = as_doubles(c.inputs[1]);
   const std::vector<double> beta = as_doubles(c.inputs[2]);
@@ -73,8 +64,8 @@ void layer_norm_loops(const KernelContext& c) {
 // and over all rows d_gamma = sum dy xhat, d_beta = sum dy.
 template <typename T, typename S>
 void layer_norm_backward_loops(const KernelContext& c) {
-  const RowView view = row_view(c.inputs[1]);
-  const std::int64_t features = view.features;
+  const LastAxisRows view = last_axis_rows(c.inputs[1]);
+  const std::int64_t features = view.length;
   const T* dy = static_cast<const T*>(c.inputs[0].raw_data());
   const T* x = static_cast<const T*>(c.inputs[1].raw_data());
   const std::vector<double> gamma = as_doubles(c.inputs[2]);

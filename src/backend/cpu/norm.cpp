@@ -9,21 +9,11 @@
 #include "backend/cpu/loops.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/primitive_cache.h"
+#include "ops/kernel_geometry.h"
 #include "tandem/runtime.h"
 
 namespace tandem::cpu {
 namespace {
-
-// x (..., C) as M rows of C channels.
-struct RowsByChannels {
-  std::int64_t rows = 0;
-  std::int64_t channels = 0;
-};
-
-RowsByChannels rows_by_channels(const Tensor& x) {
-  const std::int64_t channels = x.dim(-1);
-  return {channels == 0 ? 0 : x.numel() / channels, channels};
-}
 
 // A (C,) per-channel tensor read as double, whatever its dtype.
 std::vector<double> channel_values(const Tensor& tensor) {
@@ -44,11 +34,11 @@ void store_channels(const std::vector<double>& values, const Tensor& tensor) {
 // cut into a fixed number of slices summed separately and then in order, so the result does not
 // depend on the thread count.
 template <typename AddRow>
-std::vector<double> sum_over_rows(const RowsByChannels& shape, AddRow add_row) {
+std::vector<double> sum_over_rows(const LastAxisRows& shape, AddRow add_row) {
   constexpr std::int64_t kSlices = 16;
-  const auto channels = static_cast<std::size_t>(shape.channels);
+  const auto channels = static_cast<std::size_t>(shape.length);
   std::vector<std::vector<double>> partial(kSlices, std::vector<double>(channels, 0.0));
-  parallel_for(kSlices, shape.rows * shape.channels / kSlices + 1,
+  parallel_for(kSlices, shape.rows * shape.length / kSlices + 1,
                [&](std::int64_t begin, std::int64_t end) {
                  for (std::int64_t slice = begin; slice < end; ++slice) {
                    double* sums = partial[static_cast<std::size_t>(slice)].data();
@@ -71,8 +61,8 @@ template <typename T>
 void batch_norm_loops(const KernelContext& c) {
   using C = compute_type_t<T>;
   const Tensor& x_tensor = c.inputs[0];
-  const RowsByChannels shape = rows_by_channels(x_tensor);
-  const std::int64_t channels = shape.channels;
+  const LastAxisRows shape = last_axis_rows(x_tensor);
+  const std::int64_t channels = shape.length;
   const bool training = c.inputs.size() == 3;
   const T* x = static_cast<const T*>(x_tensor.raw_data());
   std::vector<double> mean;
@@ -129,8 +119,8 @@ void batch_norm_loops(const KernelContext& c) {
 template <typename T>
 void batch_norm_backward_loops(const KernelContext& c) {
   using C = compute_type_t<T>;
-  const RowsByChannels shape = rows_by_channels(c.inputs[1]);
-  const std::int64_t channels = shape.channels;
+  const LastAxisRows shape = last_axis_rows(c.inputs[1]);
+  const std::int64_t channels = shape.length;
   const T* dy = static_cast<const T*>(c.inputs[0].raw_data());
   const T* x = static_cast<const T*>(c.inputs[1].raw_data());
   const std::vector<double> gamma = channel_values(c.inputs[2]);
@@ -195,20 +185,20 @@ struct OneDnnBatchNorm {
 
 // The (M, C) rows as an NHWC tensor of M images of 1x1 pixels: the layout oneDNN's fast
 // channels-last implementation works on.
-dnnl::memory::desc rows_desc(const RowsByChannels& shape, DType dtype) {
-  return dnnl::memory::desc({shape.rows, shape.channels, 1, 1}, *onednn_data_type(dtype),
+dnnl::memory::desc rows_desc(const LastAxisRows& shape, DType dtype) {
+  return dnnl::memory::desc({shape.rows, shape.length, 1, 1}, *onednn_data_type(dtype),
                             dnnl::memory::format_tag::nhwc);
 }
 
 // forward: training (statistics computed) or inference (statistics given); backward: the
 // statistics are inputs either way, use_global_stats saying they do not depend on x.
-OneDnnBatchNorm build_batch_norm(bool backward, bool training, const RowsByChannels& shape,
+OneDnnBatchNorm build_batch_norm(bool backward, bool training, const LastAxisRows& shape,
                                  DType dtype, float epsilon) {
   using flags = dnnl::normalization_flags;
   OneDnnBatchNorm result;
   result.data_desc = rows_desc(shape, dtype);
-  result.channel_desc = dnnl::memory::desc({shape.channels}, dnnl::memory::data_type::f32,
-                                           dnnl::memory::format_tag::a);
+  result.channel_desc =
+      dnnl::memory::desc({shape.length}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
   const flags scale_shift = flags::use_scale | flags::use_shift;
   const flags statistics = training ? flags::none : flags::use_global_stats;
   // A backward primitive takes a training forward as its hint, even with given statistics.
@@ -232,12 +222,12 @@ OneDnnBatchNorm build_batch_norm(bool backward, bool training, const RowsByChann
 }
 
 std::shared_ptr<const OneDnnBatchNorm> cached_batch_norm(bool backward, bool training,
-                                                         const RowsByChannels& shape, DType dtype,
+                                                         const LastAxisRows& shape, DType dtype,
                                                          double epsilon) {
   static PrimitiveCache<OneDnnBatchNorm> cache(64);
   const auto epsilon_f32 = static_cast<float>(epsilon);
-  const PrimitiveKey key{backward,   training,       static_cast<std::int64_t>(dtype),
-                         shape.rows, shape.channels, std::bit_cast<std::int32_t>(epsilon_f32)};
+  const PrimitiveKey key{backward,   training,     static_cast<std::int64_t>(dtype),
+                         shape.rows, shape.length, std::bit_cast<std::int32_t>(epsilon_f32)};
   return cache.get(key,
                    [&] { return build_batch_norm(backward, training, shape, dtype, epsilon_f32); });
 }
@@ -264,7 +254,7 @@ void copy_back(const Tensor& f32, const Tensor& output) {
 bool batch_norm_onednn(const KernelContext& c) {
   const Tensor& x = c.inputs[0];
   const bool training = c.inputs.size() == 3;
-  const RowsByChannels shape = rows_by_channels(x);
+  const LastAxisRows shape = last_axis_rows(x);
   const auto entry =
       cached_batch_norm(false, training, shape, x.dtype(), c.attrs.get_float("epsilon"));
   if (!entry->primitive) return false;
@@ -285,7 +275,7 @@ bool batch_norm_onednn(const KernelContext& c) {
 
 bool batch_norm_backward_onednn(const KernelContext& c) {
   const Tensor& x = c.inputs[1];
-  const RowsByChannels shape = rows_by_channels(x);
+  const LastAxisRows shape = last_axis_rows(x);
   const auto entry = cached_batch_norm(true, c.attrs.get_bool("training"), shape, x.dtype(),
                                        c.attrs.get_float("epsilon"));
   if (!entry->primitive) return false;

@@ -3,6 +3,7 @@
 // row by row and sums the rows' d_gamma and d_beta contributions in shared memory, then adds
 // them to float totals with one atomic per feature and block.
 #include "backend/cuda/device_math.cuh"
+#include "ops/kernel_geometry.h"
 
 namespace tandem::cuda {
 namespace {
@@ -105,8 +106,9 @@ void visit_x_and_parameters(DType x_dtype, DType parameter_dtype, Fn&& fn) {
 void run_layer_norm(const KernelContext& c) {
   DeviceContext& context = enter(c);
   const Tensor& x = c.inputs[0];
-  const std::int64_t features = x.dim(-1);
-  const std::int64_t rows = features == 0 ? 0 : x.numel() / features;
+  const LastAxisRows view = last_axis_rows(x);
+  const std::int64_t rows = view.rows;
+  const std::int64_t features = view.length;
   if (rows == 0) return;
   const auto epsilon = static_cast<float>(c.attrs.get_float("epsilon"));
   visit_x_and_parameters(x.dtype(), c.inputs[1].dtype(), [&](auto x_tag, auto s_tag) {
@@ -124,8 +126,9 @@ void run_layer_norm(const KernelContext& c) {
 void run_layer_norm_backward(const KernelContext& c) {
   DeviceContext& context = enter(c);
   const Tensor& x = c.inputs[1];
-  const std::int64_t features = x.dim(-1);
-  const std::int64_t rows = features == 0 ? 0 : x.numel() / features;
+  const LastAxisRows view = last_axis_rows(x);
+  const std::int64_t rows = view.rows;
+  const std::int64_t features = view.length;
   // d_gamma and d_beta totals, (2, features) float, zeroed.
   Tensor totals = Tensor::empty({2, features}, DType::f32, x.device());
   check(cudaMemsetAsync(totals.raw_data(), 0, totals.nbytes(), context.stream), "cudaMemsetAsync");
