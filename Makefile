@@ -4,7 +4,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 RUN_ARGS ?=
 
-.PHONY: all deps configure build run test bench clean format
+.PHONY: all deps configure build build-cli run test bench clean format
 
 all: build
 
@@ -17,7 +17,11 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
-run: build
+# The main job needs only the binary: a newcomer does not wait for the test suite to build.
+build-cli: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target tandem_cli
+
+run: build-cli
 	$(BUILD_DIR)/tandem train $(RUN_ARGS)
 
 test: build

@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libdnnl-dev          # oneDNN: CPU kernels for conv, matmul, pooling, batch norm, eltwise
+  ocl-icd-opencl-dev opencl-headers       # oneDNN's CMake package calls find_package(OpenCL)
   libhwy-dev           # Highway: portable SIMD for loops oneDNN lacks
   libgtest-dev libgmock-dev
   zlib1g-dev           # gzip IDX files, gzip TFRecords
