@@ -5,6 +5,9 @@
 namespace tandem {
 
 enum class DeviceType : std::uint8_t { cpu, cuda };
+inline constexpr int kNumDeviceTypes = static_cast<int>(DeviceType::cuda) + 1;
+// "cpu", "cuda"
+const char* device_type_name(DeviceType type);
 
 struct Device {
   DeviceType type = DeviceType::cpu;

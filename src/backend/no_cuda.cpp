@@ -1,6 +1,6 @@
 // The stand-in for the CUDA backend in builds where nvcc was not found: nothing comes up, and
 // every question about CUDA gets the reason.
-#include "core/allocator.h"
+#include "ops/backend.h"
 #include "tandem/cuda.h"
 
 namespace tandem {
@@ -10,11 +10,21 @@ constexpr const char* kNotBuilt =
     "this build of Tandem has no CUDA backend: nvcc was not found when it was built (install "
     "the CUDA toolkit with cuDNN and rebuild)";
 
-}  // namespace
+const BackendRegistration registration(
+    DeviceType::cuda,
+    [](std::string& why_not) -> Backend* {
+      why_not = kNotBuilt;
+      return nullptr;
+    },
+    [](OpKind) -> const KernelFacts* { return nullptr; });
 
-std::string bring_up_backend(DeviceType type) {
-  return type == DeviceType::cuda ? kNotBuilt : "";
-}
+}  // namespace
+}  // namespace tandem
+
+// The linker keeps this file, and with it the registration, because CMake asks for this symbol.
+extern "C" void tandem_link_cuda_backend() {}
+
+namespace tandem {
 
 namespace cuda {
 

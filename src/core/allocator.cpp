@@ -121,32 +121,56 @@ class CpuMemory final : public DeviceMemory {
   MemoryLedger ledger_{Device::cpu()};
 };
 
-std::array<std::atomic<DeviceMemory*>, 2>& registry() {
+std::array<std::atomic<DeviceMemory*>, kNumDeviceTypes>& registry() {
   static CpuMemory cpu_memory;
-  static std::array<std::atomic<DeviceMemory*>, 2> memories{&cpu_memory, nullptr};
+  static_assert(static_cast<int>(DeviceType::cpu) == 0, "the CPU's memory is the first entry");
+  static std::array<std::atomic<DeviceMemory*>, kNumDeviceTypes> memories{&cpu_memory};
   return memories;
+}
+
+struct BringUps {
+  std::mutex mutex;
+  std::array<DeviceBringUp, kNumDeviceTypes> functions{};
+  std::array<bool, kNumDeviceTypes> tried{};
+  std::array<std::string, kNumDeviceTypes> answers;
+};
+
+BringUps& bring_ups() {
+  static BringUps state;
+  return state;
 }
 
 }  // namespace
 
+void register_device_bring_up(DeviceType type, DeviceBringUp bring_up) {
+  BringUps& state = bring_ups();
+  std::lock_guard lock(state.mutex);
+  state.functions[static_cast<std::size_t>(type)] = bring_up;
+}
+
+std::string bring_up_device(DeviceType type) {
+  const auto slot = static_cast<std::size_t>(type);
+  BringUps& state = bring_ups();
+  std::lock_guard lock(state.mutex);
+  if (!state.tried[slot]) {
+    state.tried[slot] = true;
+    state.answers[slot] = state.functions[slot] != nullptr
+                              ? state.functions[slot](type)
+                              : std::string("this build of Tandem has no backend for ") +
+                                    device_type_name(type) + " devices";
+  }
+  return state.answers[slot];
+}
+
 DeviceMemory& device_memory(DeviceType type) {
   const auto slot = static_cast<std::size_t>(type);
   if (registry()[slot] == nullptr) {
-    // Brought up once; a concurrent first use waits for it. A type that stays unavailable
-    // keeps its reason for every later call.
-    static std::mutex bring_up_mutex;
-    static std::array<std::string, 2> reasons;
-    static std::array<bool, 2> tried{};
-    std::lock_guard lock(bring_up_mutex);
-    if (!tried[slot]) {
-      tried[slot] = true;
-      reasons[slot] = bring_up_backend(type);
-    }
+    const std::string why_not = bring_up_device(type);
     if (registry()[slot] == nullptr) {
-      throw Error(std::string(type == DeviceType::cuda ? "CUDA devices are" : "this device is") +
-                  " not available: " +
-                  (reasons[slot].empty() ? "no backend registered it" : reasons[slot]) +
-                  "; run `tandem devices` to see what this machine has, or use the CPU");
+      throw Error(
+          std::string(type == DeviceType::cuda ? "CUDA devices are" : "this device is") +
+          " not available: " + (why_not.empty() ? "its backend registered no memory" : why_not) +
+          "; run `tandem devices` to see what this machine has, or use the CPU");
     }
   }
   return *registry()[slot];

@@ -60,15 +60,19 @@ class DeviceMemory : public Allocator {
 // Every CPU buffer is 64-byte aligned: whole cache lines, and AVX-512 loads never split.
 inline constexpr std::size_t kCpuAlignment = 64;
 
-// The memory of a device type, bringing its backend up on first use (see bring_up_backend);
+// The memory of a device type, bringing its backend up on first use (see bring_up_device);
 // throws Error saying why when the type is not usable in this build or on this machine.
 DeviceMemory& device_memory(DeviceType type);
 // Registers the memory of a device type (a backend when it comes up; tests with fakes).
 void register_device_memory(DeviceType type, DeviceMemory* memory);
 
-// Defined by the backends layer (src/backend/cuda, or its stand-in in builds without CUDA): brings
-// up the backend of `type` — registering its DeviceMemory and Backend when a device is usable —
-// and returns "" when it did, else why not ("no NVIDIA driver is loaded ...").
-std::string bring_up_backend(DeviceType type);
+// How a device type comes up: registered by the ops layer's backend registry for each type a
+// backend registered (core knows no backend). It registers the type's DeviceMemory and backend
+// and returns "", or returns why the type cannot run here ("no NVIDIA driver is loaded ...").
+using DeviceBringUp = std::string (*)(DeviceType type);
+void register_device_bring_up(DeviceType type, DeviceBringUp bring_up);
+// Runs the bring-up of `type` once (a concurrent first use waits for it) and returns its
+// answer, the same on every later call: "" when the type is up.
+std::string bring_up_device(DeviceType type);
 
 }  // namespace tandem

@@ -4,9 +4,19 @@
 
 namespace tandem {
 
+const char* device_type_name(DeviceType type) {
+  switch (type) {
+    case DeviceType::cpu:
+      return "cpu";
+    case DeviceType::cuda:
+      return "cuda";
+  }
+  return "unknown";
+}
+
 std::string Device::str() const {
   if (type == DeviceType::cpu) return "cpu";
-  return "cuda:" + std::to_string(index);
+  return std::string(device_type_name(type)) + ":" + std::to_string(index);
 }
 
 Device Device::parse(const std::string& text) {

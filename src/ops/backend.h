@@ -1,9 +1,12 @@
 #pragma once
-// The small interface every backend implements. A backend owns the kernels of one device type;
-// the op table owns everything else about an op.
+// The small interface every backend implements, and the registry backends add themselves to. A
+// backend owns the kernels of one device type; the op table owns everything else about an op.
 #include <memory>
 #include <span>
+#include <string>
+#include <vector>
 
+#include "ops/kernel_table.h"
 #include "ops/op_table.h"
 
 namespace tandem {
@@ -31,8 +34,13 @@ class Backend {
   virtual ~Backend() = default;
   virtual DeviceType device_type() const = 0;
   virtual const char* name() const = 0;
+  // What the backend knows of its kernel for `kind`, nullptr when it has none.
+  virtual const KernelFacts* kernel_facts(OpKind kind) const = 0;
   // Whether run() has a kernel for this op with inputs of this dtype.
-  virtual bool supports(OpKind kind, DType dtype) const = 0;
+  bool supports(OpKind kind, DType dtype) const {
+    const KernelFacts* facts = kernel_facts(kind);
+    return facts != nullptr && (facts->dtypes >> static_cast<unsigned>(dtype)) & 1u;
+  }
   virtual void run(const KernelContext& context) = 0;
   // Waits until every kernel launched so far has finished.
   virtual void synchronize() = 0;
@@ -42,14 +50,55 @@ class Backend {
   virtual std::unique_ptr<KernelTimer> make_kernel_timer(Device device) { return nullptr; }
 };
 
+using KernelFn = void (*)(const KernelContext& context);
+using FunctionKernelTable = KernelTable<KernelFn>;
+
+// A backend whose kernels are plain functions in a KernelTable (the CPU and CUDA backends).
+class TableBackend : public Backend {
+ public:
+  explicit TableBackend(const FunctionKernelTable& kernels) : kernels_(kernels) {}
+  const KernelFacts* kernel_facts(OpKind kind) const override { return kernels_.facts(kind); }
+  void run(const KernelContext& context) override { kernels_.kernel(context.kind)(context); }
+
+ private:
+  const FunctionKernelTable& kernels_;
+};
+
+// ---- the backend registry ----
+// Each backend registers itself with a static BackendRegistration in its own files, so the ops
+// layer names no backend and a new one is added without touching it. Nothing else refers to a
+// registration, so a static library would drop it: each backend's file defines an anchor,
+// `extern "C" void tandem_link_<name>_backend()`, and CMake asks the linker for it
+// (--undefined) wherever the library is linked (TANDEM_BACKEND_ANCHORS in CMakeLists.txt).
+//
+// `bring_up` runs once, on the first use of the device type (a tensor placed there, an op
+// dispatched there): it registers the type's DeviceMemory (register_device_memory) and returns
+// the backend, or returns nullptr with why the type cannot run here in `why_not` ("no NVIDIA
+// driver is loaded ..."), which every later use repeats. `kernel_facts` answers what the
+// backend's kernels are without bringing a device up, so deterministic mode can refuse a
+// kernel, and tools can list kernels, on a machine without that device.
+using BackendBringUp = Backend* (*)(std::string& why_not);
+using KernelFactsFn = const KernelFacts* (*)(OpKind kind);
+
+class BackendRegistration {
+ public:
+  BackendRegistration(DeviceType type, BackendBringUp bring_up, KernelFactsFn kernel_facts);
+};
+
+// The backend of `device`'s type, brought up on first use; throws Error naming the device and
+// why when it has none here.
 Backend& backend_for(Device device);
-// In deterministic mode (set_deterministic), throws Error naming the op and the fix when its
-// kernel on `device` could give other results from run to run (sums with atomics, or cuDNN
-// algorithms chosen by speed); does nothing otherwise. call_op runs it before every kernel.
+// The backends that are up or come up on this machine, the CPU first (the op harness checks
+// each against the CPU).
+std::vector<Backend*> available_backends();
+// What the backend registered for `type` knows of its kernel for `kind`, without bringing a
+// device up; nullptr when it has no such kernel or the build has no backend for `type`.
+const KernelFacts* registered_kernel_facts(DeviceType type, OpKind kind);
+
+// In deterministic mode (set_deterministic), throws Error naming the op and the fix when the
+// backend's kernel for it on `device` could give other results from run to run (its
+// KernelFacts say why); does nothing otherwise. call_op runs it before every kernel.
 void require_deterministic_kernel(OpKind kind, Device device);
-void register_backend(DeviceType type, Backend* backend);
-// Defined by src/backend/cpu; always present.
-Backend& cpu_backend();
 
 // Called around every op run; the profiler and the autodiff tape attach here, so the ops layer
 // depends on neither.

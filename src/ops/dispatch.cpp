@@ -11,9 +11,37 @@
 namespace tandem {
 namespace {
 
-std::array<Backend*, 2>& backends() {
-  static std::array<Backend*, 2> registered{nullptr, nullptr};
-  return registered;
+// One slot per device type: what its backend registered, and the backend once it is up. Read on
+// every op, so the backend pointer is an atomic that needs no lock.
+struct BackendSlot {
+  std::atomic<BackendBringUp> bring_up{nullptr};
+  std::atomic<KernelFactsFn> kernel_facts{nullptr};
+  std::atomic<Backend*> backend{nullptr};
+};
+
+std::array<BackendSlot, kNumDeviceTypes>& backend_slots() {
+  static std::array<BackendSlot, kNumDeviceTypes> slots;
+  return slots;
+}
+
+BackendSlot& slot_of(DeviceType type) {
+  return backend_slots()[static_cast<std::size_t>(type)];
+}
+
+// Core runs this once per device type (under its lock) on the type's first use, so a tensor
+// placed on a device and an op dispatched there bring it up the same way.
+std::string bring_up_registered_backend(DeviceType type) {
+  BackendSlot& slot = slot_of(type);
+  const BackendBringUp bring_up = slot.bring_up.load();
+  if (bring_up == nullptr) {
+    return std::string("this build of Tandem has no backend for ") + device_type_name(type) +
+           " devices";
+  }
+  std::string why_not;
+  Backend* backend = bring_up(why_not);
+  if (backend == nullptr) return why_not.empty() ? "its backend did not come up" : why_not;
+  slot.backend.store(backend);
+  return "";
 }
 
 using ObserverList = std::vector<OpObserver*>;
@@ -40,52 +68,51 @@ std::string describe_inputs(const std::vector<Tensor>& inputs) {
 
 }  // namespace
 
+BackendRegistration::BackendRegistration(DeviceType type, BackendBringUp bring_up,
+                                         KernelFactsFn kernel_facts) {
+  BackendSlot& slot = slot_of(type);
+  TANDEM_ASSERT(slot.bring_up.load() == nullptr,
+                std::string("two backends registered for ") + device_type_name(type) + " devices");
+  slot.kernel_facts.store(kernel_facts);
+  slot.bring_up.store(bring_up);
+  register_device_bring_up(type, bring_up_registered_backend);
+}
+
 Backend& backend_for(Device device) {
-  if (device.type == DeviceType::cpu) return cpu_backend();
-  Backend* backend = backends()[static_cast<std::size_t>(device.type)];
-  if (backend == nullptr) {
-    device_memory(device.type);  // brings the backend up on first use, or throws why not
-    backend = backends()[static_cast<std::size_t>(device.type)];
+  BackendSlot& slot = slot_of(device.type);
+  if (Backend* backend = slot.backend.load()) return *backend;
+  const std::string why_not = bring_up_device(device.type);
+  if (Backend* backend = slot.backend.load()) return *backend;
+  throw Error("no backend for device " + device.str() + ": " + why_not +
+              "; run `tandem devices` to see what is available");
+}
+
+std::vector<Backend*> available_backends() {
+  std::vector<Backend*> backends;
+  for (int type = 0; type < kNumDeviceTypes; ++type) {
+    const auto device_type = static_cast<DeviceType>(type);
+    if (slot_of(device_type).bring_up.load() == nullptr) continue;
+    if (bring_up_device(device_type).empty())
+      backends.push_back(slot_of(device_type).backend.load());
   }
-  if (backend == nullptr) {
-    throw Error("no backend for device " + device.str() +
-                ": this build or machine has none; run `tandem devices` to see what is available");
-  }
-  return *backend;
+  return backends;
+}
+
+const KernelFacts* registered_kernel_facts(DeviceType type, OpKind kind) {
+  const KernelFactsFn kernel_facts = slot_of(type).kernel_facts.load();
+  return kernel_facts ? kernel_facts(kind) : nullptr;
 }
 
 void require_deterministic_kernel(OpKind kind, Device device) {
-  if (device.type != DeviceType::cuda || !deterministic()) return;
-  // The CUDA kernels whose sums depend on the order threads finish in: the pooling backward
-  // kernels and scatter-add (src/backend/cuda/pool.cu, gather.cu) and LayerNormalization's
-  // gamma and beta gradients (layer_norm.cu) add with atomics; the convolution backward ops run
-  // whichever cuDNN algorithm benchmarked fastest, nondeterministic ones included (conv.cpp).
-  // The rest (matmul through cuBLASLt, reductions, batch norm, softmax, element-wise, dropout's
-  // Philox stream) give the same bits every run.
-  const char* why = nullptr;
-  switch (kind) {
-    case OpKind::max_pool2d_backward:
-    case OpKind::avg_pool2d_backward:
-    case OpKind::scatter_add:
-    case OpKind::layer_norm_backward:
-      why = "sums with atomics";
-      break;
-    case OpKind::conv2d_backward_input:
-    case OpKind::conv2d_backward_filter:
-      why = "runs the fastest cuDNN algorithm, which may be a nondeterministic one";
-      break;
-    default:
-      return;
-  }
+  if (!deterministic()) return;
+  const KernelFacts* facts = registered_kernel_facts(device.type, kind);
+  if (facts == nullptr || facts->nondeterministic == nullptr) return;
   throw Error(std::string(op_name(kind)) + " on " + device.str() +
-              ": deterministic mode (--deterministic) cannot be honoured there, its CUDA kernel " +
-              why +
+              ": deterministic mode (--deterministic) cannot be honoured there, its " +
+              device_type_name(device.type) + " kernel " + facts->nondeterministic +
               " and its results vary from run to run; train on the CPU (--strategy cpu) "
-              "for bit-identical runs, or on the GPU without --deterministic");
-}
-
-void register_backend(DeviceType type, Backend* backend) {
-  backends()[static_cast<std::size_t>(type)] = backend;
+              "for bit-identical runs, or on " +
+              device.str() + " without --deterministic");
 }
 
 void add_op_observer(OpObserver* observer) {

@@ -14,8 +14,8 @@ using testing::random_tensor;
 TEST(Bf16Kernels, EveryOpWithAnF32KernelHasABf16One) {
   for (int i = 0; i < kNumOps; ++i) {
     const auto kind = static_cast<OpKind>(i);
-    if (cpu_backend().supports(kind, DType::f32)) {
-      EXPECT_TRUE(cpu_backend().supports(kind, DType::bf16)) << op_name(kind);
+    if (backend_for(Device::cpu()).supports(kind, DType::f32)) {
+      EXPECT_TRUE(backend_for(Device::cpu()).supports(kind, DType::bf16)) << op_name(kind);
     }
   }
 }

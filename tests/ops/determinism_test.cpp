@@ -1,10 +1,12 @@
 // Deterministic mode on devices that cannot honour it: the CUDA kernels whose results vary from
 // run to run (atomics, cuDNN algorithms chosen by speed) are refused with an error naming the op
 // and the fix, before they run; deterministic CUDA kernels and every CPU kernel are allowed. The
-// check itself needs no GPU.
+// check reads the facts each backend's kernel table states, so it needs no GPU, only a build
+// with the CUDA backend.
 #include <gtest/gtest.h>
 
 #include "ops/backend.h"
+#include "tandem/cuda.h"
 #include "tandem/ops.h"
 #include "tandem/runtime.h"
 
@@ -33,7 +35,14 @@ class DeterministicScope {
   bool previous_;
 };
 
+#define TANDEM_REQUIRE_CUDA_BUILD()                                          \
+  do {                                                                       \
+    if (!cuda::status().built)                                               \
+      GTEST_SKIP() << "no CUDA kernels to check: " << cuda::status().reason; \
+  } while (0)
+
 TEST(Determinism, NondeterministicCudaKernelsAreRefusedNamingTheOpAndTheFix) {
+  TANDEM_REQUIRE_CUDA_BUILD();
   const DeterministicScope on(true);
   for (const OpKind kind : {OpKind::max_pool2d_backward, OpKind::avg_pool2d_backward,
                             OpKind::scatter_add, OpKind::layer_norm_backward,
@@ -43,9 +52,26 @@ TEST(Determinism, NondeterministicCudaKernelsAreRefusedNamingTheOpAndTheFix) {
     EXPECT_EQ(message.rfind(std::string(op_name(kind)) + " on cuda:1: deterministic mode", 0), 0u)
         << message;
     EXPECT_NE(message.find("train on the CPU (--strategy cpu)"), std::string::npos) << message;
-    EXPECT_NE(message.find("without --deterministic"), std::string::npos) << message;
+    EXPECT_NE(message.find("cuda:1 without --deterministic"), std::string::npos) << message;
   }
   EXPECT_NE(refusal_of(OpKind::scatter_add, Device::cuda(0)).find("atomics"), std::string::npos);
+}
+
+// Every refusal comes from a fact the backend's kernel table states, and names it.
+TEST(Determinism, EveryRefusalSaysWhyTheKernelVaries) {
+  const DeterministicScope on(true);
+  for (int type = 0; type < kNumDeviceTypes; ++type) {
+    const Device device{static_cast<DeviceType>(type), 0};
+    for (int kind = 0; kind < kNumOps; ++kind) {
+      const KernelFacts* facts = registered_kernel_facts(device.type, static_cast<OpKind>(kind));
+      const std::string message = refusal_of(static_cast<OpKind>(kind), device);
+      if (facts == nullptr || facts->nondeterministic == nullptr) {
+        EXPECT_EQ(message, "(not refused)") << op_name(static_cast<OpKind>(kind));
+      } else {
+        EXPECT_NE(message.find(facts->nondeterministic), std::string::npos) << message;
+      }
+    }
+  }
 }
 
 TEST(Determinism, DeterministicKernelsAndTheCpuAreAllowed) {

@@ -360,7 +360,7 @@ void register_conv_kernels(KernelTable& table) {
   const std::uint32_t floating = floating_dtypes_mask();
   for (OpKind kind :
        {OpKind::conv2d, OpKind::conv2d_backward_input, OpKind::conv2d_backward_filter}) {
-    table[static_cast<std::size_t>(kind)] = {conv_kernel, floating};
+    table.set(kind, conv_kernel, floating);
   }
 }
 

@@ -15,54 +15,52 @@
 namespace tandem {
 namespace cpu {
 
-std::uint32_t dtype_mask(std::initializer_list<DType> dtypes) {
-  std::uint32_t mask = 0;
-  for (DType dtype : dtypes)
-    mask |= 1u << static_cast<unsigned>(dtype);
-  return mask;
-}
-std::uint32_t all_dtypes_mask() {
-  return (1u << kNumDTypes) - 1;
-}
-std::uint32_t floating_dtypes_mask() {
-  return dtype_mask({DType::f32, DType::f64, DType::bf16, DType::f16});
-}
-
 namespace {
 
-class CpuBackend final : public Backend {
+const KernelTable& kernels() {
+  static const KernelTable table = [] {
+    KernelTable filled;
+    register_elementwise_kernels(filled);
+    register_reduction_kernels(filled);
+    register_linalg_kernels(filled);
+    register_conv_kernels(filled);
+    register_pool_kernels(filled);
+    register_norm_kernels(filled);
+    register_softmax_kernels(filled);
+    register_layout_kernels(filled);
+    register_loss_kernels(filled);
+    register_dropout_kernels(filled);
+    register_optimizer_kernels(filled);
+    register_gather_kernels(filled);
+    register_layer_norm_kernels(filled);
+    return filled;
+  }();
+  return table;
+}
+
+class CpuBackend final : public TableBackend {
  public:
-  CpuBackend() {
-    register_elementwise_kernels(kernels_);
-    register_reduction_kernels(kernels_);
-    register_linalg_kernels(kernels_);
-    register_conv_kernels(kernels_);
-    register_pool_kernels(kernels_);
-    register_norm_kernels(kernels_);
-    register_softmax_kernels(kernels_);
-    register_layout_kernels(kernels_);
-    register_loss_kernels(kernels_);
-    register_dropout_kernels(kernels_);
-    register_optimizer_kernels(kernels_);
-    register_gather_kernels(kernels_);
-    register_layer_norm_kernels(kernels_);
-  }
+  CpuBackend() : TableBackend(kernels()) {}
   DeviceType device_type() const override { return DeviceType::cpu; }
   const char* name() const override { return "cpu"; }
-  bool supports(OpKind kind, DType dtype) const override {
-    const Kernel& kernel = kernels_[static_cast<std::size_t>(kind)];
-    return kernel.run != nullptr && (kernel.dtype_mask >> static_cast<unsigned>(dtype)) & 1u;
-  }
-  void run(const KernelContext& context) override {
-    kernels_[static_cast<std::size_t>(context.kind)].run(context);
-  }
   void synchronize() override {}
-
- private:
-  KernelTable kernels_{};
 };
 
+const BackendRegistration registration(
+    DeviceType::cpu,
+    [](std::string&) -> Backend* {
+      static CpuBackend backend;
+      return &backend;
+    },
+    [](OpKind kind) { return kernels().facts(kind); });
+
 }  // namespace
+}  // namespace cpu
+
+// The linker keeps this file, and with it the registration, because CMake asks for this symbol.
+extern "C" void tandem_link_cpu_backend() {}
+
+namespace cpu {
 
 dnnl::engine& onednn_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -125,11 +123,6 @@ void execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnn
 }
 
 }  // namespace cpu
-
-Backend& cpu_backend() {
-  static cpu::CpuBackend backend;
-  return backend;
-}
 
 void set_num_threads(int threads) {
   omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs());

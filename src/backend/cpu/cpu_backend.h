@@ -3,26 +3,20 @@
 // softmax, reduction, reorders) in f32/bf16, and plain vectorisable OpenMP loops for everything
 // oneDNN lacks (f64, integers, bool, general broadcasting), which also serve as the reference
 // the oneDNN paths are tested against.
-#include <array>
 #include <cstdint>
-#include <initializer_list>
 
 #include "ops/backend.h"
 
 namespace tandem::cpu {
 
-using KernelFn = void (*)(const KernelContext& context);
+using KernelTable = FunctionKernelTable;
 
-struct Kernel {
-  KernelFn run = nullptr;
-  std::uint32_t dtype_mask = 0;  // bit i set: inputs of DType i supported
-};
-
-std::uint32_t dtype_mask(std::initializer_list<DType> dtypes);
-std::uint32_t all_dtypes_mask();
-std::uint32_t floating_dtypes_mask();  // f32, f64, bf16, f16
-
-using KernelTable = std::array<Kernel, kNumOps>;
+constexpr std::uint32_t all_dtypes_mask() {
+  return kEveryDType;
+}
+constexpr std::uint32_t floating_dtypes_mask() {  // f32, f64, bf16, f16
+  return dtype_mask({DType::f32, DType::f64, DType::bf16, DType::f16});
+}
 
 // Each kernel family file registers its kernels; cpu_backend.cpp calls them all.
 void register_elementwise_kernels(KernelTable& table);

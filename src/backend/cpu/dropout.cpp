@@ -73,7 +73,7 @@ void dropout_kernel(const KernelContext& c) {
 }  // namespace
 
 void register_dropout_kernels(KernelTable& table) {
-  table[static_cast<std::size_t>(OpKind::dropout)] = {dropout_kernel, floating_dtypes_mask()};
+  table.set(OpKind::dropout, dropout_kernel, floating_dtypes_mask());
 }
 
 }  // namespace tandem::cpu

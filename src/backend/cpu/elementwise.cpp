@@ -349,37 +349,34 @@ void register_elementwise_kernels(KernelTable& table) {
   const std::uint32_t signed_numeric =
       dtype_mask({DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64});
   const std::uint32_t floating = floating_dtypes_mask();
-  auto set = [&](K kind, KernelFn run, std::uint32_t mask) {
-    table[static_cast<std::size_t>(kind)] = {run, mask};
-  };
-  set(K::neg, unary_kernel<K::neg>, signed_numeric);
-  set(K::abs, unary_kernel<K::abs>, signed_numeric);
-  set(K::sign, unary_kernel<K::sign>, signed_numeric);
-  set(K::exp, unary_kernel<K::exp>, floating);
-  set(K::log, unary_kernel<K::log>, floating);
-  set(K::sqrt, unary_kernel<K::sqrt>, floating);
-  set(K::rsqrt, unary_kernel<K::rsqrt>, floating);
-  set(K::square, unary_kernel<K::square>, signed_numeric);
-  set(K::relu, unary_kernel<K::relu>, signed_numeric);
-  set(K::gelu, unary_kernel<K::gelu>, floating);
-  set(K::sigmoid, unary_kernel<K::sigmoid>, floating);
-  set(K::tanh, unary_kernel<K::tanh>, floating);
-  set(K::relu_backward, unary_backward_kernel<K::relu_backward>, floating);
-  set(K::gelu_backward, unary_backward_kernel<K::gelu_backward>, floating);
-  set(K::sigmoid_backward, unary_backward_kernel<K::sigmoid_backward>, floating);
-  set(K::tanh_backward, unary_backward_kernel<K::tanh_backward>, floating);
-  set(K::add, binary_kernel<K::add>, numeric);
-  set(K::sub, binary_kernel<K::sub>, numeric);
-  set(K::mul, binary_kernel<K::mul>, numeric);
-  set(K::div, binary_kernel<K::div>, numeric);
-  set(K::maximum, binary_kernel<K::maximum>, numeric);
-  set(K::minimum, binary_kernel<K::minimum>, numeric);
-  set(K::pow, binary_kernel<K::pow>, floating);
-  set(K::equal, comparison_kernel<K::equal>, all_dtypes_mask());
-  set(K::greater, comparison_kernel<K::greater>, numeric);
-  set(K::greater_equal, comparison_kernel<K::greater_equal>, numeric);
-  set(K::less, comparison_kernel<K::less>, numeric);
-  set(K::select, select_kernel, dtype_mask({DType::boolean}));
+  table.set(K::neg, unary_kernel<K::neg>, signed_numeric);
+  table.set(K::abs, unary_kernel<K::abs>, signed_numeric);
+  table.set(K::sign, unary_kernel<K::sign>, signed_numeric);
+  table.set(K::exp, unary_kernel<K::exp>, floating);
+  table.set(K::log, unary_kernel<K::log>, floating);
+  table.set(K::sqrt, unary_kernel<K::sqrt>, floating);
+  table.set(K::rsqrt, unary_kernel<K::rsqrt>, floating);
+  table.set(K::square, unary_kernel<K::square>, signed_numeric);
+  table.set(K::relu, unary_kernel<K::relu>, signed_numeric);
+  table.set(K::gelu, unary_kernel<K::gelu>, floating);
+  table.set(K::sigmoid, unary_kernel<K::sigmoid>, floating);
+  table.set(K::tanh, unary_kernel<K::tanh>, floating);
+  table.set(K::relu_backward, unary_backward_kernel<K::relu_backward>, floating);
+  table.set(K::gelu_backward, unary_backward_kernel<K::gelu_backward>, floating);
+  table.set(K::sigmoid_backward, unary_backward_kernel<K::sigmoid_backward>, floating);
+  table.set(K::tanh_backward, unary_backward_kernel<K::tanh_backward>, floating);
+  table.set(K::add, binary_kernel<K::add>, numeric);
+  table.set(K::sub, binary_kernel<K::sub>, numeric);
+  table.set(K::mul, binary_kernel<K::mul>, numeric);
+  table.set(K::div, binary_kernel<K::div>, numeric);
+  table.set(K::maximum, binary_kernel<K::maximum>, numeric);
+  table.set(K::minimum, binary_kernel<K::minimum>, numeric);
+  table.set(K::pow, binary_kernel<K::pow>, floating);
+  table.set(K::equal, comparison_kernel<K::equal>, all_dtypes_mask());
+  table.set(K::greater, comparison_kernel<K::greater>, numeric);
+  table.set(K::greater_equal, comparison_kernel<K::greater_equal>, numeric);
+  table.set(K::less, comparison_kernel<K::less>, numeric);
+  table.set(K::select, select_kernel, dtype_mask({DType::boolean}));
 }
 
 }  // namespace tandem::cpu

@@ -114,9 +114,9 @@ void scatter_add_kernel(const KernelContext& c) {
 }  // namespace
 
 void register_gather_kernels(KernelTable& table) {
-  table[static_cast<std::size_t>(OpKind::gather)] = {gather_kernel, all_dtypes_mask()};
-  table[static_cast<std::size_t>(OpKind::scatter_add)] = {
-      scatter_add_kernel, all_dtypes_mask() & ~dtype_mask({DType::boolean})};
+  table.set(OpKind::gather, gather_kernel, all_dtypes_mask());
+  table.set(OpKind::scatter_add, scatter_add_kernel,
+            all_dtypes_mask() & ~dtype_mask({DType::boolean}));
 }
 
 }  // namespace tandem::cpu

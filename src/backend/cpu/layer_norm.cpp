@@ -159,9 +159,8 @@ void layer_norm_backward_kernel(const KernelContext& c) {
 }  // namespace
 
 void register_layer_norm_kernels(KernelTable& table) {
-  table[static_cast<std::size_t>(OpKind::layer_norm)] = {layer_norm_kernel, floating_dtypes_mask()};
-  table[static_cast<std::size_t>(OpKind::layer_norm_backward)] = {layer_norm_backward_kernel,
-                                                                  floating_dtypes_mask()};
+  table.set(OpKind::layer_norm, layer_norm_kernel, floating_dtypes_mask());
+  table.set(OpKind::layer_norm_backward, layer_norm_backward_kernel, floating_dtypes_mask());
 }
 
 }  // namespace tandem::cpu

@@ -95,9 +95,7 @@ void cast_kernel(const KernelContext& c) {
 }  // namespace
 
 void register_layout_kernels(KernelTable& table) {
-  auto set = [&](OpKind kind, KernelFn run) {
-    table[static_cast<std::size_t>(kind)] = {run, all_dtypes_mask()};
-  };
+  auto set = [&](OpKind kind, KernelFn run) { table.set(kind, run, all_dtypes_mask()); };
   set(OpKind::reshape, reshape_kernel);
   set(OpKind::transpose, transpose_kernel);
   set(OpKind::concat, concat_kernel);

@@ -136,9 +136,9 @@ void matmul_kernel(const KernelContext& c) {
 }  // namespace
 
 void register_linalg_kernels(KernelTable& table) {
-  table[static_cast<std::size_t>(OpKind::matmul)] = {
-      matmul_kernel, dtype_mask({DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32,
-                                 DType::i64, DType::u8})};
+  table.set(OpKind::matmul, matmul_kernel,
+            dtype_mask({DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64,
+                        DType::u8}));
 }
 
 }  // namespace tandem::cpu

@@ -77,8 +77,7 @@ void cross_entropy_kernel(const KernelContext& c) {
 }  // namespace
 
 void register_loss_kernels(KernelTable& table) {
-  table[static_cast<std::size_t>(OpKind::sparse_softmax_cross_entropy)] = {cross_entropy_kernel,
-                                                                           floating_dtypes_mask()};
+  table.set(OpKind::sparse_softmax_cross_entropy, cross_entropy_kernel, floating_dtypes_mask());
 }
 
 }  // namespace tandem::cpu

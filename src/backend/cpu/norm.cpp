@@ -327,9 +327,8 @@ void batch_norm_backward_kernel(const KernelContext& c) {
 }  // namespace
 
 void register_norm_kernels(KernelTable& table) {
-  table[static_cast<std::size_t>(OpKind::batch_norm)] = {batch_norm_kernel, floating_dtypes_mask()};
-  table[static_cast<std::size_t>(OpKind::batch_norm_backward)] = {batch_norm_backward_kernel,
-                                                                  floating_dtypes_mask()};
+  table.set(OpKind::batch_norm, batch_norm_kernel, floating_dtypes_mask());
+  table.set(OpKind::batch_norm_backward, batch_norm_backward_kernel, floating_dtypes_mask());
 }
 
 }  // namespace tandem::cpu

@@ -127,8 +127,8 @@ void adam_kernel(const KernelContext& c) {
 }  // namespace
 
 void register_optimizer_kernels(KernelTable& table) {
-  table[static_cast<std::size_t>(OpKind::sgd_update)] = {sgd_kernel, floating_dtypes_mask()};
-  table[static_cast<std::size_t>(OpKind::adam_update)] = {adam_kernel, floating_dtypes_mask()};
+  table.set(OpKind::sgd_update, sgd_kernel, floating_dtypes_mask());
+  table.set(OpKind::adam_update, adam_kernel, floating_dtypes_mask());
 }
 
 }  // namespace tandem::cpu

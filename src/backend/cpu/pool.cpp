@@ -303,9 +303,9 @@ void register_pool_kernels(KernelTable& table) {
   const std::uint32_t floating = floating_dtypes_mask();
   for (OpKind kind : {OpKind::max_pool2d, OpKind::max_pool2d_backward, OpKind::avg_pool2d,
                       OpKind::avg_pool2d_backward}) {
-    table[static_cast<std::size_t>(kind)] = {pool_kernel, floating};
+    table.set(kind, pool_kernel, floating);
   }
-  table[static_cast<std::size_t>(OpKind::global_avg_pool2d)] = {global_avg_pool_kernel, floating};
+  table.set(OpKind::global_avg_pool2d, global_avg_pool_kernel, floating);
 }
 
 }  // namespace tandem::cpu

@@ -219,11 +219,11 @@ void broadcast_to_kernel(const KernelContext& c) {
 
 void register_reduction_kernels(KernelTable& table) {
   const std::uint32_t numeric = all_dtypes_mask() & ~dtype_mask({DType::boolean});
-  table[static_cast<std::size_t>(OpKind::sum)] = {reduce_kernel<Reduction::sum>, numeric};
-  table[static_cast<std::size_t>(OpKind::mean)] = {reduce_kernel<Reduction::mean>, numeric};
-  table[static_cast<std::size_t>(OpKind::max)] = {reduce_kernel<Reduction::max>, numeric};
-  table[static_cast<std::size_t>(OpKind::argmax)] = {argmax_kernel, numeric};
-  table[static_cast<std::size_t>(OpKind::broadcast_to)] = {broadcast_to_kernel, all_dtypes_mask()};
+  table.set(OpKind::sum, reduce_kernel<Reduction::sum>, numeric);
+  table.set(OpKind::mean, reduce_kernel<Reduction::mean>, numeric);
+  table.set(OpKind::max, reduce_kernel<Reduction::max>, numeric);
+  table.set(OpKind::argmax, argmax_kernel, numeric);
+  table.set(OpKind::broadcast_to, broadcast_to_kernel, all_dtypes_mask());
 }
 
 }  // namespace tandem::cpu

@@ -168,10 +168,10 @@ void softmax_kernel(const KernelContext& c) {
 void register_softmax_kernels(KernelTable& table) {
   using K = OpKind;
   const std::uint32_t floating = floating_dtypes_mask();
-  table[static_cast<std::size_t>(K::softmax)] = {softmax_kernel<false>, floating};
-  table[static_cast<std::size_t>(K::log_softmax)] = {softmax_kernel<false>, floating};
-  table[static_cast<std::size_t>(K::softmax_backward)] = {softmax_kernel<true>, floating};
-  table[static_cast<std::size_t>(K::log_softmax_backward)] = {softmax_kernel<true>, floating};
+  table.set(K::softmax, softmax_kernel<false>, floating);
+  table.set(K::log_softmax, softmax_kernel<false>, floating);
+  table.set(K::softmax_backward, softmax_kernel<true>, floating);
+  table.set(K::log_softmax_backward, softmax_kernel<true>, floating);
 }
 
 }  // namespace tandem::cpu

@@ -330,9 +330,13 @@ void run_backward_filter(const KernelContext& c) {
 
 void register_conv_kernels(KernelTable& table) {
   const std::uint32_t floating = floating_mask();
-  table[static_cast<std::size_t>(OpKind::conv2d)] = {run_forward, floating};
-  table[static_cast<std::size_t>(OpKind::conv2d_backward_input)] = {run_backward_input, floating};
-  table[static_cast<std::size_t>(OpKind::conv2d_backward_filter)] = {run_backward_filter, floating};
+  table.set(OpKind::conv2d, run_forward, floating);
+  // The backward ops run whichever algorithm benchmarked fastest; the forward one's candidates
+  // are all deterministic.
+  constexpr const char* kFastestAlgorithm =
+      "runs the fastest cuDNN algorithm, which may be a nondeterministic one";
+  table.set(OpKind::conv2d_backward_input, run_backward_input, floating, kFastestAlgorithm);
+  table.set(OpKind::conv2d_backward_filter, run_backward_filter, floating, kFastestAlgorithm);
 }
 
 }  // namespace tandem::cuda

@@ -17,11 +17,24 @@
 namespace tandem {
 namespace cuda {
 
-std::uint32_t dtype_mask(std::initializer_list<DType> dtypes) {
-  std::uint32_t mask = 0;
-  for (DType dtype : dtypes)
-    mask |= 1u << static_cast<unsigned>(dtype);
-  return mask;
+const KernelTable& kernels() {
+  static const KernelTable table = [] {
+    KernelTable filled;
+    register_elementwise_kernels(filled);
+    register_reduction_kernels(filled);
+    register_layout_kernels(filled);
+    register_softmax_kernels(filled);
+    register_dropout_kernels(filled);
+    register_optimizer_kernels(filled);
+    register_gather_kernels(filled);
+    register_layer_norm_kernels(filled);
+    register_pool_kernels(filled);
+    register_matmul_kernels(filled);
+    register_conv_kernels(filled);
+    register_norm_kernels(filled);
+    return filled;
+  }();
+  return table;
 }
 
 namespace {
@@ -199,30 +212,13 @@ class CudaMemory final : public DeviceMemory {
   std::deque<Gpu>& gpus_;
 };
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public TableBackend {
  public:
-  explicit CudaBackend(CudaMemory& memory) : memory_(memory) {
-    register_elementwise_kernels(kernels_);
-    register_reduction_kernels(kernels_);
-    register_layout_kernels(kernels_);
-    register_softmax_kernels(kernels_);
-    register_dropout_kernels(kernels_);
-    register_optimizer_kernels(kernels_);
-    register_gather_kernels(kernels_);
-    register_layer_norm_kernels(kernels_);
-    register_pool_kernels(kernels_);
-    register_matmul_kernels(kernels_);
-    register_conv_kernels(kernels_);
-    register_norm_kernels(kernels_);
-  }
+  explicit CudaBackend(CudaMemory& memory) : TableBackend(kernels()), memory_(memory) {}
   DeviceType device_type() const override { return DeviceType::cuda; }
   const char* name() const override { return "cuda"; }
-  bool supports(OpKind kind, DType dtype) const override {
-    const Kernel& kernel = kernels_[static_cast<std::size_t>(kind)];
-    return kernel.run != nullptr && (kernel.dtype_mask >> static_cast<unsigned>(dtype)) & 1u;
-  }
   void run(const KernelContext& context) override {
-    kernels_[static_cast<std::size_t>(context.kind)].run(context);
+    TableBackend::run(context);
     // Launch errors (bad configurations) show up at once; faults inside kernels at the next
     // synchronisation, named by the call that synchronised.
     check(cudaGetLastError(), op_name(context.kind));
@@ -239,7 +235,6 @@ class CudaBackend final : public Backend {
 
  private:
   CudaMemory& memory_;
-  KernelTable kernels_{};
 };
 
 // Everything the backend owns, made once by the first bring-up.
@@ -369,13 +364,24 @@ bool tf32_enabled() {
 
 }  // namespace cuda
 
-std::string bring_up_backend(DeviceType type) {
-  if (type != DeviceType::cuda) return "";
-  cuda::Runtime& state = cuda::runtime();
-  if (!state.status.available) return state.status.reason;
-  register_backend(DeviceType::cuda, state.backend.get());
-  register_device_memory(DeviceType::cuda, state.memory.get());
-  return "";
-}
+namespace {
 
+// The CUDA backend comes up on the first use of a cuda device, or says why it cannot.
+const BackendRegistration registration(
+    DeviceType::cuda,
+    [](std::string& why_not) -> Backend* {
+      cuda::Runtime& state = cuda::runtime();
+      if (!state.status.available) {
+        why_not = state.status.reason;
+        return nullptr;
+      }
+      register_device_memory(DeviceType::cuda, state.memory.get());
+      return state.backend.get();
+    },
+    [](OpKind kind) { return cuda::kernels().facts(kind); });
+
+}  // namespace
 }  // namespace tandem
+
+// The linker keeps this file, and with it the registration, because CMake asks for this symbol.
+extern "C" void tandem_link_cuda_backend() {}

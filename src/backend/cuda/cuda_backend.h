@@ -15,27 +15,26 @@
 
 namespace tandem::cuda {
 
-using KernelFn = void (*)(const KernelContext& context);
+using KernelTable = FunctionKernelTable;
 
-struct Kernel {
-  KernelFn run = nullptr;
-  std::uint32_t dtype_mask = 0;  // bit i set: inputs of DType i supported
-};
-
-using KernelTable = std::array<Kernel, kNumOps>;
-
-std::uint32_t dtype_mask(std::initializer_list<DType> dtypes);
 // The dtype groups the kernels cover. f64 has no CUDA kernels (GPUs run it at a fraction of
 // the f32 rate); the error says to cast.
-inline std::uint32_t floating_mask() {
+constexpr std::uint32_t floating_mask() {
   return dtype_mask({DType::f32, DType::bf16, DType::f16});
 }
-inline std::uint32_t numeric_mask() {
+constexpr std::uint32_t numeric_mask() {
   return dtype_mask({DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64});
 }
-inline std::uint32_t every_dtype_mask() {
-  return (1u << kNumDTypes) - 1;
+constexpr std::uint32_t every_dtype_mask() {
+  return kEveryDType;
 }
+// Why a kernel that adds partial results with atomics gives other bits from run to run: the
+// order the threads finish in decides the order of the sums.
+inline constexpr const char* kSumsWithAtomics = "sums with atomics";
+
+// Every kernel of the backend, filled by the family files (register_*_kernels below); it needs
+// no GPU, so deterministic mode knows the kernels' facts on any machine.
+const KernelTable& kernels();
 
 struct DeviceContext {
   int index = 0;

@@ -40,7 +40,7 @@ void run_dropout(const KernelContext& c) {
 }  // namespace
 
 void register_dropout_kernels(KernelTable& table) {
-  table[static_cast<std::size_t>(OpKind::dropout)] = {run_dropout, floating_mask()};
+  table.set(OpKind::dropout, run_dropout, floating_mask());
 }
 
 }  // namespace tandem::cuda

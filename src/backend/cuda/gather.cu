@@ -136,8 +136,8 @@ void run_scatter_add(const KernelContext& c) {
 }  // namespace
 
 void register_gather_kernels(KernelTable& table) {
-  table[static_cast<std::size_t>(OpKind::gather)] = {run_gather, every_dtype_mask()};
-  table[static_cast<std::size_t>(OpKind::scatter_add)] = {run_scatter_add, numeric_mask()};
+  table.set(OpKind::gather, run_gather, every_dtype_mask());
+  table.set(OpKind::scatter_add, run_scatter_add, numeric_mask(), kSumsWithAtomics);
 }
 
 }  // namespace tandem::cuda

@@ -169,9 +169,10 @@ void run_layer_norm_backward(const KernelContext& c) {
 }  // namespace
 
 void register_layer_norm_kernels(KernelTable& table) {
-  table[static_cast<std::size_t>(OpKind::layer_norm)] = {run_layer_norm, floating_mask()};
-  table[static_cast<std::size_t>(OpKind::layer_norm_backward)] = {run_layer_norm_backward,
-                                                                  floating_mask()};
+  table.set(OpKind::layer_norm, run_layer_norm, floating_mask());
+  // gamma's and beta's gradients are totalled with one atomic per feature and block.
+  table.set(OpKind::layer_norm_backward, run_layer_norm_backward, floating_mask(),
+            kSumsWithAtomics);
 }
 
 }  // namespace tandem::cuda

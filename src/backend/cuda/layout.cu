@@ -198,11 +198,11 @@ void copy_window(DeviceContext& context, const Tensor& x, const Tensor& out,
 
 void register_layout_kernels(KernelTable& table) {
   const std::uint32_t every = every_dtype_mask();
-  table[static_cast<std::size_t>(OpKind::reshape)] = {run_reshape, every};
-  table[static_cast<std::size_t>(OpKind::transpose)] = {run_transpose, every};
-  table[static_cast<std::size_t>(OpKind::concat)] = {run_concat, every};
-  table[static_cast<std::size_t>(OpKind::slice)] = {run_slice, every};
-  table[static_cast<std::size_t>(OpKind::pad)] = {run_pad, every};
+  table.set(OpKind::reshape, run_reshape, every);
+  table.set(OpKind::transpose, run_transpose, every);
+  table.set(OpKind::concat, run_concat, every);
+  table.set(OpKind::slice, run_slice, every);
+  table.set(OpKind::pad, run_pad, every);
 }
 
 }  // namespace tandem::cuda

@@ -186,7 +186,7 @@ void run_matmul(const KernelContext& c) {
 }  // namespace
 
 void register_matmul_kernels(KernelTable& table) {
-  table[static_cast<std::size_t>(OpKind::matmul)] = {run_matmul, floating_mask()};
+  table.set(OpKind::matmul, run_matmul, floating_mask());
 }
 
 }  // namespace tandem::cuda

@@ -260,9 +260,8 @@ void run_batch_norm_backward(const KernelContext& c) {
 }  // namespace
 
 void register_norm_kernels(KernelTable& table) {
-  table[static_cast<std::size_t>(OpKind::batch_norm)] = {run_batch_norm, floating_mask()};
-  table[static_cast<std::size_t>(OpKind::batch_norm_backward)] = {run_batch_norm_backward,
-                                                                  floating_mask()};
+  table.set(OpKind::batch_norm, run_batch_norm, floating_mask());
+  table.set(OpKind::batch_norm_backward, run_batch_norm_backward, floating_mask());
 }
 
 }  // namespace tandem::cuda

@@ -96,8 +96,8 @@ void run_adam(const KernelContext& c) {
 }  // namespace
 
 void register_optimizer_kernels(KernelTable& table) {
-  table[static_cast<std::size_t>(OpKind::sgd_update)] = {run_sgd, floating_mask()};
-  table[static_cast<std::size_t>(OpKind::adam_update)] = {run_adam, floating_mask()};
+  table.set(OpKind::sgd_update, run_sgd, floating_mask());
+  table.set(OpKind::adam_update, run_adam, floating_mask());
 }
 
 }  // namespace tandem::cuda

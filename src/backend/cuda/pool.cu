@@ -168,11 +168,12 @@ void run_global_avg_pool(const KernelContext& c) {
 
 void register_pool_kernels(KernelTable& table) {
   const std::uint32_t floating = floating_mask();
-  table[static_cast<std::size_t>(OpKind::max_pool2d)] = {run_pool, floating};
-  table[static_cast<std::size_t>(OpKind::avg_pool2d)] = {run_pool, floating};
-  table[static_cast<std::size_t>(OpKind::max_pool2d_backward)] = {run_pool_backward, floating};
-  table[static_cast<std::size_t>(OpKind::avg_pool2d_backward)] = {run_pool_backward, floating};
-  table[static_cast<std::size_t>(OpKind::global_avg_pool2d)] = {run_global_avg_pool, floating};
+  table.set(OpKind::max_pool2d, run_pool, floating);
+  table.set(OpKind::avg_pool2d, run_pool, floating);
+  // Overlapping windows add into dx with atomics.
+  table.set(OpKind::max_pool2d_backward, run_pool_backward, floating, kSumsWithAtomics);
+  table.set(OpKind::avg_pool2d_backward, run_pool_backward, floating, kSumsWithAtomics);
+  table.set(OpKind::global_avg_pool2d, run_global_avg_pool, floating);
 }
 
 }  // namespace tandem::cuda

@@ -280,11 +280,11 @@ void reduce_middle(DeviceContext& context, const void* x, DType x_dtype, void* o
 
 void register_reduction_kernels(KernelTable& table) {
   const std::uint32_t numeric = numeric_mask();
-  table[static_cast<std::size_t>(OpKind::sum)] = {run_sum, numeric};
-  table[static_cast<std::size_t>(OpKind::mean)] = {run_mean, floating_mask()};
-  table[static_cast<std::size_t>(OpKind::max)] = {run_max, numeric};
-  table[static_cast<std::size_t>(OpKind::argmax)] = {run_argmax, numeric};
-  table[static_cast<std::size_t>(OpKind::broadcast_to)] = {run_broadcast_to, every_dtype_mask()};
+  table.set(OpKind::sum, run_sum, numeric);
+  table.set(OpKind::mean, run_mean, floating_mask());
+  table.set(OpKind::max, run_max, numeric);
+  table.set(OpKind::argmax, run_argmax, numeric);
+  table.set(OpKind::broadcast_to, run_broadcast_to, every_dtype_mask());
 }
 
 }  // namespace tandem::cuda

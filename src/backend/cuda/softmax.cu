@@ -205,11 +205,11 @@ void run_cross_entropy(const KernelContext& c) {
 void register_softmax_kernels(KernelTable& table) {
   using K = OpKind;
   const std::uint32_t floating = floating_mask();
-  table[static_cast<std::size_t>(K::softmax)] = {run_softmax<false>, floating};
-  table[static_cast<std::size_t>(K::log_softmax)] = {run_softmax<false>, floating};
-  table[static_cast<std::size_t>(K::softmax_backward)] = {run_softmax<true>, floating};
-  table[static_cast<std::size_t>(K::log_softmax_backward)] = {run_softmax<true>, floating};
-  table[static_cast<std::size_t>(K::sparse_softmax_cross_entropy)] = {run_cross_entropy, floating};
+  table.set(K::softmax, run_softmax<false>, floating);
+  table.set(K::log_softmax, run_softmax<false>, floating);
+  table.set(K::softmax_backward, run_softmax<true>, floating);
+  table.set(K::log_softmax_backward, run_softmax<true>, floating);
+  table.set(K::sparse_softmax_cross_entropy, run_cross_entropy, floating);
 }
 
 }  // namespace tandem::cuda
