@@ -13,84 +13,54 @@
 
 namespace tandem {
 
+// The closed list of ops, by family. Each family is defined in src/ops/<family>.cpp (shape
+// inference, gradient rule and cost, forward and backward side by side), which must define
+// exactly its list below, in this order: one missing, extra or out of place does not compile.
+#define TANDEM_OPS_elementwise(X)                                                    \
+  /* element-wise unary */                                                           \
+  X(neg)                                                                             \
+  X(abs) X(sign) X(exp) X(log) X(sqrt) X(rsqrt) X(square) X(relu) X(gelu) X(sigmoid) \
+      X(tanh) /* their backward kernels (dy with the forward input x or output y) */ \
+      X(relu_backward) X(gelu_backward) X(sigmoid_backward)                          \
+          X(tanh_backward) /* binary with NumPy broadcasting */                      \
+      X(add) X(sub) X(mul) X(div) X(maximum) X(minimum)                              \
+          X(pow) /* comparisons (bool result) and selection */                       \
+      X(equal) X(greater) X(greater_equal) X(less) X(select)
+// reductions and broadcasting
+#define TANDEM_OPS_reduction(X) X(sum) X(mean) X(max) X(argmax) X(broadcast_to)
+// gathering rows by index (embeddings) and its adjoint
+#define TANDEM_OPS_gather(X) X(gather) X(scatter_add)
+#define TANDEM_OPS_linalg(X) X(matmul)
+#define TANDEM_OPS_conv(X) X(conv2d) X(conv2d_backward_input) X(conv2d_backward_filter)
+#define TANDEM_OPS_pool(X) \
+  X(max_pool2d) X(max_pool2d_backward) X(avg_pool2d) X(avg_pool2d_backward) X(global_avg_pool2d)
+#define TANDEM_OPS_norm(X) X(batch_norm) X(batch_norm_backward)
+#define TANDEM_OPS_layer_norm(X) X(layer_norm) X(layer_norm_backward)
+#define TANDEM_OPS_softmax(X) X(softmax) X(softmax_backward) X(log_softmax) X(log_softmax_backward)
+// layout and type
+#define TANDEM_OPS_layout(X) X(reshape) X(transpose) X(concat) X(slice) X(pad) X(cast)
+#define TANDEM_OPS_dropout(X) X(dropout)
+#define TANDEM_OPS_loss(X) X(sparse_softmax_cross_entropy)
+// optimizer updates (in place: outputs alias the parameter and slot inputs)
+#define TANDEM_OPS_optimizer(X) X(sgd_update) X(adam_update)
+
+// The families in table order: F(family, X) for each.
+#define TANDEM_OP_FAMILIES(F, X)                                                              \
+  F(elementwise, X)                                                                           \
+  F(reduction, X) F(gather, X) F(linalg, X) F(conv, X) F(pool, X) F(norm, X) F(layer_norm, X) \
+      F(softmax, X) F(layout, X) F(dropout, X) F(loss, X) F(optimizer, X)
+#define TANDEM_OPS_OF_FAMILY(family, X) TANDEM_OPS_##family(X)
+// X(op) for every op, in table order.
+#define TANDEM_OPS(X) TANDEM_OP_FAMILIES(TANDEM_OPS_OF_FAMILY, X)
+
 enum class OpKind : std::uint8_t {
-  // element-wise unary
-  neg,
-  abs,
-  sign,
-  exp,
-  log,
-  sqrt,
-  rsqrt,
-  square,
-  relu,
-  gelu,
-  sigmoid,
-  tanh,
-  // their backward kernels (dy with the forward input x or output y)
-  relu_backward,
-  gelu_backward,
-  sigmoid_backward,
-  tanh_backward,
-  // element-wise binary with NumPy broadcasting
-  add,
-  sub,
-  mul,
-  div,
-  maximum,
-  minimum,
-  pow,
-  // comparisons (bool result) and selection
-  equal,
-  greater,
-  greater_equal,
-  less,
-  select,
-  // reductions and broadcasting
-  sum,
-  mean,
-  max,
-  argmax,
-  broadcast_to,
-  // gathering rows by index (embeddings) and its adjoint
-  gather,
-  scatter_add,
-  // linear algebra and convolution
-  matmul,
-  conv2d,
-  conv2d_backward_input,
-  conv2d_backward_filter,
-  // pooling
-  max_pool2d,
-  max_pool2d_backward,
-  avg_pool2d,
-  avg_pool2d_backward,
-  global_avg_pool2d,
-  // normalisation
-  batch_norm,
-  batch_norm_backward,
-  layer_norm,
-  layer_norm_backward,
-  // softmax family
-  softmax,
-  softmax_backward,
-  log_softmax,
-  log_softmax_backward,
-  // layout and type
-  reshape,
-  transpose,
-  concat,
-  slice,
-  pad,
-  cast,
-  // regularisation and losses
-  dropout,
-  sparse_softmax_cross_entropy,
-  // optimizer updates (in place: outputs alias the parameter and slot inputs)
-  sgd_update,
-  adam_update,
+#define TANDEM_OP_KIND_ENUMERATOR(op) op,
+  TANDEM_OPS(TANDEM_OP_KIND_ENUMERATOR)
+#undef TANDEM_OP_KIND_ENUMERATOR
 };
-inline constexpr int kNumOps = static_cast<int>(OpKind::adam_update) + 1;
+#define TANDEM_OP_COUNT_ONE(op) +1
+inline constexpr int kNumOps = 0 TANDEM_OPS(TANDEM_OP_COUNT_ONE);
+#undef TANDEM_OP_COUNT_ONE
 
 const char* op_name(OpKind kind);
 

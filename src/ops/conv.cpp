@@ -103,24 +103,22 @@ std::vector<Tensor> grad_conv2d(const GradContext& c) {
   if (c.needs_grad(1) || (with_bias && c.needs_grad(2))) {
     std::vector<Tensor> filter_grads =
         conv2d_backward_filter(c.inputs[0], dy, c.inputs[1].shape(), with_bias, options);
-    for (std::size_t i = 0; i < filter_grads.size(); ++i) grads[i + 1] = std::move(filter_grads[i]);
+    for (std::size_t i = 0; i < filter_grads.size(); ++i)
+      grads[i + 1] = std::move(filter_grads[i]);
   }
   return grads;
 }
 
 }  // namespace
 
-void define_conv_ops(OpTable& table) {
-  auto define = [&](OpKind kind, const char* name, int min_inputs, int max_inputs, InferFn infer,
-                    GradientFn gradient, CostFn cost) {
-    table[static_cast<std::size_t>(kind)] =
-        OpDef{kind, name, min_inputs, max_inputs, infer, gradient, cost, {}};
-  };
-  define(OpKind::conv2d, "conv2d", 2, 3, infer_conv2d, grad_conv2d, cost_conv2d);
-  define(OpKind::conv2d_backward_input, "conv2d_backward_input", 2, 2, infer_conv2d_backward_input,
-         nullptr, cost_conv2d_backward_input);
-  define(OpKind::conv2d_backward_filter, "conv2d_backward_filter", 2, 2,
-         infer_conv2d_backward_filter, nullptr, cost_conv2d_backward_filter);
+std::vector<OpDef> define_conv_ops() {
+  using K = OpKind;
+  return op_family<k_conv_ops>(
+      OpRules<K::conv2d>{2, 3, infer_conv2d, grad_conv2d, cost_conv2d},
+      OpRules<K::conv2d_backward_input>{2, 2, infer_conv2d_backward_input, nullptr,
+                                        cost_conv2d_backward_input},
+      OpRules<K::conv2d_backward_filter>{2, 2, infer_conv2d_backward_filter, nullptr,
+                                         cost_conv2d_backward_filter});
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& filter, const Conv2DOptions& options) {

@@ -37,9 +37,9 @@ OpCost dropout_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> 
 
 }  // namespace
 
-void define_dropout_ops(OpTable& table) {
-  table[static_cast<std::size_t>(OpKind::dropout)] =
-      OpDef{OpKind::dropout, "dropout", 1, 1, infer_dropout, grad_dropout, dropout_cost, {}};
+std::vector<OpDef> define_dropout_ops() {
+  return op_family<k_dropout_ops>(
+      OpRules<OpKind::dropout>{1, 1, infer_dropout, grad_dropout, dropout_cost});
 }
 
 DropoutResult dropout(const Tensor& x, double rate, Generator& generator) {

@@ -8,7 +8,9 @@
 namespace tandem {
 namespace {
 
-Tensor first(std::vector<Tensor> outputs) { return std::move(outputs[0]); }
+Tensor first(std::vector<Tensor> outputs) {
+  return std::move(outputs[0]);
+}
 
 std::vector<TensorMeta> infer_unary(const char*, std::span<const TensorMeta> in, const Attrs&) {
   return {in[0]};
@@ -32,8 +34,7 @@ std::vector<TensorMeta> infer_unary_backward(const char* op, std::span<const Ten
   return {in[0]};
 }
 
-std::vector<TensorMeta> infer_binary(const char* op, std::span<const TensorMeta> in,
-                                     const Attrs&) {
+std::vector<TensorMeta> infer_binary(const char* op, std::span<const TensorMeta> in, const Attrs&) {
   require_same_dtype(op, in);
   return {{broadcast_shapes(op, in[0].shape, in[1].shape), in[0].dtype}};
 }
@@ -62,15 +63,23 @@ OpCost cost_per_element(std::span<const TensorMeta> in, std::span<const TensorMe
 }
 
 // ---- gradient rules ----
-std::vector<Tensor> grad_neg(const GradContext& c) { return {neg(c.output_grads[0])}; }
+std::vector<Tensor> grad_neg(const GradContext& c) {
+  return {neg(c.output_grads[0])};
+}
 std::vector<Tensor> grad_abs(const GradContext& c) {
   return {mul(c.output_grads[0], sign(c.inputs[0]))};
 }
 // sign is piecewise constant: zero gradient (and no error when a second-order gradient of abs
 // flows through it).
-std::vector<Tensor> grad_sign(const GradContext&) { return {Tensor()}; }
-std::vector<Tensor> grad_exp(const GradContext& c) { return {mul(c.output_grads[0], c.outputs[0])}; }
-std::vector<Tensor> grad_log(const GradContext& c) { return {div(c.output_grads[0], c.inputs[0])}; }
+std::vector<Tensor> grad_sign(const GradContext&) {
+  return {Tensor()};
+}
+std::vector<Tensor> grad_exp(const GradContext& c) {
+  return {mul(c.output_grads[0], c.outputs[0])};
+}
+std::vector<Tensor> grad_log(const GradContext& c) {
+  return {div(c.output_grads[0], c.inputs[0])};
+}
 std::vector<Tensor> grad_sqrt(const GradContext& c) {
   return {div(c.output_grads[0], c.outputs[0] * 2.0)};
 }
@@ -162,11 +171,6 @@ std::vector<Tensor> grad_select(const GradContext& c) {
           sum_to_shape(where(condition, zero, g), c.inputs[2].shape())};
 }
 
-void define(OpTable& table, OpKind kind, const char* name, int inputs, InferFn infer,
-            GradientFn gradient, CostFn cost) {
-  table[static_cast<std::size_t>(kind)] = OpDef{kind, name, inputs, inputs, infer, gradient, cost, {}};
-}
-
 Tensor unary(OpKind kind, const Tensor& x, const Attrs& attrs = {}) {
   return first(call_op(kind, {x}, attrs));
 }
@@ -176,57 +180,78 @@ Tensor binary(OpKind kind, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-void define_elementwise_ops(OpTable& table) {
+std::vector<OpDef> define_elementwise_ops() {
   using K = OpKind;
-  define(table, K::neg, "neg", 1, infer_unary, grad_neg, cost_per_element<1>);
-  define(table, K::abs, "abs", 1, infer_unary, grad_abs, cost_per_element<1>);
-  define(table, K::sign, "sign", 1, infer_unary, grad_sign, cost_per_element<1>);
-  define(table, K::exp, "exp", 1, infer_unary_floating, grad_exp, cost_per_element<1>);
-  define(table, K::log, "log", 1, infer_unary_floating, grad_log, cost_per_element<1>);
-  define(table, K::sqrt, "sqrt", 1, infer_unary_floating, grad_sqrt, cost_per_element<1>);
-  define(table, K::rsqrt, "rsqrt", 1, infer_unary_floating, grad_rsqrt, cost_per_element<2>);
-  define(table, K::square, "square", 1, infer_unary, grad_square, cost_per_element<1>);
-  define(table, K::relu, "relu", 1, infer_unary, grad_relu, cost_per_element<1>);
-  define(table, K::gelu, "gelu", 1, infer_unary_floating, grad_gelu, cost_per_element<8>);
-  define(table, K::sigmoid, "sigmoid", 1, infer_unary_floating, grad_sigmoid, cost_per_element<4>);
-  define(table, K::tanh, "tanh", 1, infer_unary_floating, grad_tanh, cost_per_element<4>);
-  define(table, K::relu_backward, "relu_backward", 2, infer_unary_backward, grad_relu_backward,
-         cost_per_element<1>);
-  define(table, K::gelu_backward, "gelu_backward", 2, infer_unary_backward, nullptr,
-         cost_per_element<12>);
-  define(table, K::sigmoid_backward, "sigmoid_backward", 2, infer_unary_backward,
-         grad_sigmoid_backward, cost_per_element<3>);
-  define(table, K::tanh_backward, "tanh_backward", 2, infer_unary_backward, grad_tanh_backward,
-         cost_per_element<3>);
-  define(table, K::add, "add", 2, infer_binary, grad_add, cost_per_element<1>);
-  define(table, K::sub, "sub", 2, infer_binary, grad_sub, cost_per_element<1>);
-  define(table, K::mul, "mul", 2, infer_binary, grad_mul, cost_per_element<1>);
-  define(table, K::div, "div", 2, infer_binary, grad_div, cost_per_element<1>);
-  define(table, K::maximum, "maximum", 2, infer_binary, grad_maximum, cost_per_element<1>);
-  define(table, K::minimum, "minimum", 2, infer_binary, grad_minimum, cost_per_element<1>);
-  define(table, K::pow, "pow", 2, infer_binary, grad_pow, cost_per_element<10>);
-  define(table, K::equal, "equal", 2, infer_comparison, nullptr, cost_per_element<1>);
-  define(table, K::greater, "greater", 2, infer_comparison, nullptr, cost_per_element<1>);
-  define(table, K::greater_equal, "greater_equal", 2, infer_comparison, nullptr,
-         cost_per_element<1>);
-  define(table, K::less, "less", 2, infer_comparison, nullptr, cost_per_element<1>);
-  define(table, K::select, "select", 3, infer_select, grad_select, cost_per_element<1>);
+  return op_family<k_elementwise_ops>(
+      OpRules<K::neg>{1, 1, infer_unary, grad_neg, cost_per_element<1>},
+      OpRules<K::abs>{1, 1, infer_unary, grad_abs, cost_per_element<1>},
+      OpRules<K::sign>{1, 1, infer_unary, grad_sign, cost_per_element<1>},
+      OpRules<K::exp>{1, 1, infer_unary_floating, grad_exp, cost_per_element<1>},
+      OpRules<K::log>{1, 1, infer_unary_floating, grad_log, cost_per_element<1>},
+      OpRules<K::sqrt>{1, 1, infer_unary_floating, grad_sqrt, cost_per_element<1>},
+      OpRules<K::rsqrt>{1, 1, infer_unary_floating, grad_rsqrt, cost_per_element<2>},
+      OpRules<K::square>{1, 1, infer_unary, grad_square, cost_per_element<1>},
+      OpRules<K::relu>{1, 1, infer_unary, grad_relu, cost_per_element<1>},
+      OpRules<K::gelu>{1, 1, infer_unary_floating, grad_gelu, cost_per_element<8>},
+      OpRules<K::sigmoid>{1, 1, infer_unary_floating, grad_sigmoid, cost_per_element<4>},
+      OpRules<K::tanh>{1, 1, infer_unary_floating, grad_tanh, cost_per_element<4>},
+      OpRules<K::relu_backward>{2, 2, infer_unary_backward, grad_relu_backward,
+                                cost_per_element<1>},
+      OpRules<K::gelu_backward>{2, 2, infer_unary_backward, nullptr, cost_per_element<12>},
+      OpRules<K::sigmoid_backward>{2, 2, infer_unary_backward, grad_sigmoid_backward,
+                                   cost_per_element<3>},
+      OpRules<K::tanh_backward>{2, 2, infer_unary_backward, grad_tanh_backward,
+                                cost_per_element<3>},
+      OpRules<K::add>{2, 2, infer_binary, grad_add, cost_per_element<1>},
+      OpRules<K::sub>{2, 2, infer_binary, grad_sub, cost_per_element<1>},
+      OpRules<K::mul>{2, 2, infer_binary, grad_mul, cost_per_element<1>},
+      OpRules<K::div>{2, 2, infer_binary, grad_div, cost_per_element<1>},
+      OpRules<K::maximum>{2, 2, infer_binary, grad_maximum, cost_per_element<1>},
+      OpRules<K::minimum>{2, 2, infer_binary, grad_minimum, cost_per_element<1>},
+      OpRules<K::pow>{2, 2, infer_binary, grad_pow, cost_per_element<10>},
+      OpRules<K::equal>{2, 2, infer_comparison, nullptr, cost_per_element<1>},
+      OpRules<K::greater>{2, 2, infer_comparison, nullptr, cost_per_element<1>},
+      OpRules<K::greater_equal>{2, 2, infer_comparison, nullptr, cost_per_element<1>},
+      OpRules<K::less>{2, 2, infer_comparison, nullptr, cost_per_element<1>},
+      OpRules<K::select>{3, 3, infer_select, grad_select, cost_per_element<1>});
 }
 
-Tensor neg(const Tensor& x) { return unary(OpKind::neg, x); }
-Tensor abs(const Tensor& x) { return unary(OpKind::abs, x); }
-Tensor sign(const Tensor& x) { return unary(OpKind::sign, x); }
-Tensor exp(const Tensor& x) { return unary(OpKind::exp, x); }
-Tensor log(const Tensor& x) { return unary(OpKind::log, x); }
-Tensor sqrt(const Tensor& x) { return unary(OpKind::sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary(OpKind::rsqrt, x); }
-Tensor square(const Tensor& x) { return unary(OpKind::square, x); }
-Tensor relu(const Tensor& x) { return unary(OpKind::relu, x); }
+Tensor neg(const Tensor& x) {
+  return unary(OpKind::neg, x);
+}
+Tensor abs(const Tensor& x) {
+  return unary(OpKind::abs, x);
+}
+Tensor sign(const Tensor& x) {
+  return unary(OpKind::sign, x);
+}
+Tensor exp(const Tensor& x) {
+  return unary(OpKind::exp, x);
+}
+Tensor log(const Tensor& x) {
+  return unary(OpKind::log, x);
+}
+Tensor sqrt(const Tensor& x) {
+  return unary(OpKind::sqrt, x);
+}
+Tensor rsqrt(const Tensor& x) {
+  return unary(OpKind::rsqrt, x);
+}
+Tensor square(const Tensor& x) {
+  return unary(OpKind::square, x);
+}
+Tensor relu(const Tensor& x) {
+  return unary(OpKind::relu, x);
+}
 Tensor gelu(const Tensor& x, bool approximate) {
   return unary(OpKind::gelu, x, {{"approximate", approximate}});
 }
-Tensor sigmoid(const Tensor& x) { return unary(OpKind::sigmoid, x); }
-Tensor tanh(const Tensor& x) { return unary(OpKind::tanh, x); }
+Tensor sigmoid(const Tensor& x) {
+  return unary(OpKind::sigmoid, x);
+}
+Tensor tanh(const Tensor& x) {
+  return unary(OpKind::tanh, x);
+}
 Tensor relu_backward(const Tensor& dy, const Tensor& x) {
   return first(call_op(OpKind::relu_backward, {dy, x}));
 }
@@ -240,19 +265,39 @@ Tensor tanh_backward(const Tensor& dy, const Tensor& y) {
   return first(call_op(OpKind::tanh_backward, {dy, y}));
 }
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary(OpKind::add, a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary(OpKind::sub, a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary(OpKind::mul, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary(OpKind::div, a, b); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary(OpKind::maximum, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary(OpKind::minimum, a, b); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary(OpKind::pow, a, b); }
-Tensor equal(const Tensor& a, const Tensor& b) { return binary(OpKind::equal, a, b); }
-Tensor greater(const Tensor& a, const Tensor& b) { return binary(OpKind::greater, a, b); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::add, a, b);
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::sub, a, b);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::mul, a, b);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::div, a, b);
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::maximum, a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::minimum, a, b);
+}
+Tensor pow(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::pow, a, b);
+}
+Tensor equal(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::equal, a, b);
+}
+Tensor greater(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::greater, a, b);
+}
 Tensor greater_equal(const Tensor& a, const Tensor& b) {
   return binary(OpKind::greater_equal, a, b);
 }
-Tensor less(const Tensor& a, const Tensor& b) { return binary(OpKind::less, a, b); }
+Tensor less(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::less, a, b);
+}
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   return first(call_op(OpKind::select, {condition, a, b}));
 }
@@ -261,18 +306,44 @@ Tensor scalar_like(const Tensor& x, double value) {
   return Tensor::scalar(value, x.dtype(), x.device());
 }
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator-(const Tensor& x) { return neg(x); }
-Tensor operator+(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_like(a, b)); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
-Tensor operator/(const Tensor& a, double b) { return div(a, scalar_like(a, b)); }
-Tensor operator+(double a, const Tensor& b) { return add(scalar_like(b, a), b); }
-Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(b, a), b); }
-Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(b, a), b); }
-Tensor operator/(double a, const Tensor& b) { return div(scalar_like(b, a), b); }
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+Tensor operator-(const Tensor& x) {
+  return neg(x);
+}
+Tensor operator+(const Tensor& a, double b) {
+  return add(a, scalar_like(a, b));
+}
+Tensor operator-(const Tensor& a, double b) {
+  return sub(a, scalar_like(a, b));
+}
+Tensor operator*(const Tensor& a, double b) {
+  return mul(a, scalar_like(a, b));
+}
+Tensor operator/(const Tensor& a, double b) {
+  return div(a, scalar_like(a, b));
+}
+Tensor operator+(double a, const Tensor& b) {
+  return add(scalar_like(b, a), b);
+}
+Tensor operator-(double a, const Tensor& b) {
+  return sub(scalar_like(b, a), b);
+}
+Tensor operator*(double a, const Tensor& b) {
+  return mul(scalar_like(b, a), b);
+}
+Tensor operator/(double a, const Tensor& b) {
+  return div(scalar_like(b, a), b);
+}
 
 }  // namespace tandem

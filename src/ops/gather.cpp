@@ -90,12 +90,10 @@ std::vector<Tensor> grad_scatter_add(const GradContext& c) {
 
 }  // namespace
 
-void define_gather_ops(OpTable& table) {
-  table[static_cast<std::size_t>(OpKind::gather)] =
-      OpDef{OpKind::gather, "gather", 2, 2, infer_gather, grad_gather, gather_cost, {}};
-  table[static_cast<std::size_t>(OpKind::scatter_add)] =
-      OpDef{OpKind::scatter_add, "scatter_add",    2, 2, infer_scatter_add,
-            grad_scatter_add,    scatter_add_cost, {}};
+std::vector<OpDef> define_gather_ops() {
+  return op_family<k_gather_ops>(
+      OpRules<OpKind::gather>{2, 2, infer_gather, grad_gather, gather_cost},
+      OpRules<OpKind::scatter_add>{2, 2, infer_scatter_add, grad_scatter_add, scatter_add_cost});
 }
 
 Tensor gather(const Tensor& params, const Tensor& indices) {

@@ -132,19 +132,12 @@ std::vector<Tensor> grad_layer_norm(const GradContext& c) {
 
 }  // namespace
 
-void define_layer_norm_ops(OpTable& table) {
-  table[static_cast<std::size_t>(OpKind::layer_norm)] =
-      OpDef{OpKind::layer_norm, "layer_norm",    3, 3, infer_layer_norm,
-            grad_layer_norm,    layer_norm_cost, {}};
-  // Not differentiable itself: no second-order gradients through layer norm.
-  table[static_cast<std::size_t>(OpKind::layer_norm_backward)] = OpDef{OpKind::layer_norm_backward,
-                                                                       "layer_norm_backward",
-                                                                       5,
-                                                                       5,
-                                                                       infer_layer_norm_backward,
-                                                                       nullptr,
-                                                                       layer_norm_backward_cost,
-                                                                       {}};
+std::vector<OpDef> define_layer_norm_ops() {
+  return op_family<k_layer_norm_ops>(
+      OpRules<OpKind::layer_norm>{3, 3, infer_layer_norm, grad_layer_norm, layer_norm_cost},
+      // Not differentiable itself: no second-order gradients through layer norm.
+      OpRules<OpKind::layer_norm_backward>{5, 5, infer_layer_norm_backward, nullptr,
+                                           layer_norm_backward_cost});
 }
 
 LayerNormResult layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,

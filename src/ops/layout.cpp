@@ -152,7 +152,8 @@ std::vector<Tensor> grad_slice(const GradContext& c) {
 std::vector<Tensor> grad_pad(const GradContext& c) {
   const std::vector<std::int64_t>& paddings = c.attrs.get_ints("paddings");
   std::vector<std::int64_t> begin;
-  for (std::size_t i = 0; i < c.inputs[0].shape().size(); ++i) begin.push_back(paddings[2 * i]);
+  for (std::size_t i = 0; i < c.inputs[0].shape().size(); ++i)
+    begin.push_back(paddings[2 * i]);
   return {slice(c.output_grads[0], begin, c.inputs[0].shape())};
 }
 
@@ -161,21 +162,17 @@ std::vector<Tensor> grad_cast(const GradContext& c) {
   return {cast(c.output_grads[0], c.inputs[0].dtype())};
 }
 
-void define(OpTable& table, OpKind kind, const char* name, int min_inputs, int max_inputs,
-            InferFn infer, GradientFn gradient, CostFn cost, std::vector<int> aliases = {}) {
-  table[static_cast<std::size_t>(kind)] =
-      OpDef{kind, name, min_inputs, max_inputs, infer, gradient, cost, std::move(aliases)};
-}
-
 }  // namespace
 
-void define_layout_ops(OpTable& table) {
-  define(table, OpKind::reshape, "reshape", 1, 1, infer_reshape, grad_reshape, no_cost, {0});
-  define(table, OpKind::transpose, "transpose", 1, 1, infer_transpose, grad_transpose, copy_cost);
-  define(table, OpKind::concat, "concat", 1, -1, infer_concat, grad_concat, copy_cost);
-  define(table, OpKind::slice, "slice", 1, 1, infer_slice, grad_slice, copy_cost);
-  define(table, OpKind::pad, "pad", 1, 1, infer_pad, grad_pad, copy_cost);
-  define(table, OpKind::cast, "cast", 1, 1, infer_cast, grad_cast, nullptr);
+std::vector<OpDef> define_layout_ops() {
+  using K = OpKind;
+  return op_family<k_layout_ops>(
+      OpRules<K::reshape>{1, 1, infer_reshape, grad_reshape, no_cost, {0}},
+      OpRules<K::transpose>{1, 1, infer_transpose, grad_transpose, copy_cost},
+      OpRules<K::concat>{1, -1, infer_concat, grad_concat, copy_cost},
+      OpRules<K::slice>{1, 1, infer_slice, grad_slice, copy_cost},
+      OpRules<K::pad>{1, 1, infer_pad, grad_pad, copy_cost},
+      OpRules<K::cast>{1, 1, infer_cast, grad_cast, nullptr});
 }
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
@@ -208,7 +205,8 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
 
 Tensor transpose(const Tensor& x, const std::vector<std::int64_t>& permutation) {
   std::vector<std::int64_t> resolved;
-  for (std::int64_t axis : permutation) resolved.push_back(normalize_axis("transpose", axis, x.shape()));
+  for (std::int64_t axis : permutation)
+    resolved.push_back(normalize_axis("transpose", axis, x.shape()));
   return call_op(OpKind::transpose, {x}, {{"perm", resolved}})[0];
 }
 

@@ -140,9 +140,9 @@ Attrs matmul_attrs(bool transpose_a, bool transpose_b) {
 
 }  // namespace
 
-void define_linalg_ops(OpTable& table) {
-  table[static_cast<std::size_t>(OpKind::matmul)] =
-      OpDef{OpKind::matmul, "matmul", 2, 3, infer_matmul, grad_matmul, matmul_cost, {}};
+std::vector<OpDef> define_linalg_ops() {
+  return op_family<k_linalg_ops>(
+      OpRules<OpKind::matmul>{2, 3, infer_matmul, grad_matmul, matmul_cost});
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {

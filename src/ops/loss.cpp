@@ -56,17 +56,12 @@ std::vector<Tensor> grad_sparse_softmax_cross_entropy(const GradContext& c) {
   return {d_logits, Tensor()};
 }
 
-void define(OpTable& table, OpKind kind, const char* name, int min_inputs, int max_inputs,
-            InferFn infer, GradientFn gradient, CostFn cost, std::vector<int> output_aliases = {}) {
-  table[static_cast<std::size_t>(kind)] =
-      OpDef{kind, name, min_inputs, max_inputs, infer, gradient, cost, std::move(output_aliases)};
-}
-
 }  // namespace
 
-void define_loss_ops(OpTable& table) {
-  define(table, OpKind::sparse_softmax_cross_entropy, "sparse_softmax_cross_entropy", 2, 2,
-         infer_sparse_softmax_cross_entropy, grad_sparse_softmax_cross_entropy, cross_entropy_cost);
+std::vector<OpDef> define_loss_ops() {
+  return op_family<k_loss_ops>(OpRules<OpKind::sparse_softmax_cross_entropy>{
+      2, 2, infer_sparse_softmax_cross_entropy, grad_sparse_softmax_cross_entropy,
+      cross_entropy_cost});
 }
 
 CrossEntropyResult sparse_softmax_cross_entropy_with_logits(const Tensor& logits,

@@ -157,20 +157,14 @@ std::vector<Tensor> grad_batch_norm(const GradContext& c) {
   return c.inputs.size() == 3 ? grad_batch_norm_training(c) : grad_batch_norm_inference(c);
 }
 
-void define(OpTable& table, OpKind kind, const char* name, int min_inputs, int max_inputs,
-            InferFn infer, GradientFn gradient, CostFn cost, std::vector<int> output_aliases = {}) {
-  table[static_cast<std::size_t>(kind)] =
-      OpDef{kind, name, min_inputs, max_inputs, infer, gradient, cost, std::move(output_aliases)};
-}
-
 }  // namespace
 
-void define_norm_ops(OpTable& table) {
-  define(table, OpKind::batch_norm, "batch_norm", 3, 5, infer_batch_norm, grad_batch_norm,
-         batch_norm_cost);
-  // Not differentiable itself: no second-order gradients through batch norm.
-  define(table, OpKind::batch_norm_backward, "batch_norm_backward", 5, 5, infer_batch_norm_backward,
-         nullptr, batch_norm_backward_cost);
+std::vector<OpDef> define_norm_ops() {
+  return op_family<k_norm_ops>(
+      OpRules<OpKind::batch_norm>{3, 5, infer_batch_norm, grad_batch_norm, batch_norm_cost},
+      // Not differentiable itself: no second-order gradients through batch norm.
+      OpRules<OpKind::batch_norm_backward>{5, 5, infer_batch_norm_backward, nullptr,
+                                           batch_norm_backward_cost});
 }
 
 BatchNormTrainingResult batch_norm_training(const Tensor& x, const Tensor& gamma,

@@ -6,25 +6,26 @@
 namespace tandem {
 namespace {
 
+#define TANDEM_OP_NAME(op) #op,
+constexpr const char* kOpNames[] = {TANDEM_OPS(TANDEM_OP_NAME)};
+#undef TANDEM_OP_NAME
+static_assert(std::size(kOpNames) == kNumOps);
+
 OpTable build_table() {
   OpTable table{};
-  define_elementwise_ops(table);
-  define_reduction_ops(table);
-  define_linalg_ops(table);
-  define_conv_ops(table);
-  define_pool_ops(table);
-  define_norm_ops(table);
-  define_softmax_ops(table);
-  define_layout_ops(table);
-  define_loss_ops(table);
-  define_dropout_ops(table);
-  define_optimizer_ops(table);
-  define_gather_ops(table);
-  define_layer_norm_ops(table);
-  for (int i = 0; i < kNumOps; ++i) {
-    TANDEM_ASSERT(table[i].name == nullptr || static_cast<int>(table[i].kind) == i,
-                  std::string("op ") + table[i].name + " is filed under the wrong kind");
-  }
+  std::size_t next = 0;
+  // op_family has checked each family against its list; the families come in table order.
+  const auto append = [&](std::vector<OpDef> family) {
+    for (OpDef& def : family) {
+      TANDEM_ASSERT(static_cast<std::size_t>(def.kind) == next && def.infer != nullptr,
+                    std::string("op ") + def.name + " is out of place or has no shape inference");
+      table[next++] = std::move(def);
+    }
+  };
+#define TANDEM_APPEND_OP_FAMILY(family, X) append(define_##family##_ops());
+  TANDEM_OP_FAMILIES(TANDEM_APPEND_OP_FAMILY, )
+#undef TANDEM_APPEND_OP_FAMILY
+  TANDEM_ASSERT(next == table.size(), "the op families do not fill the op table");
   return table;
 }
 
@@ -32,22 +33,15 @@ OpTable build_table() {
 
 const OpDef& op_def(OpKind kind) {
   static const OpTable table = build_table();
-  const OpDef& def = table[static_cast<std::size_t>(kind)];
-  TANDEM_ASSERT(def.infer != nullptr, "op #" + std::to_string(static_cast<int>(kind)) +
-                                          " has no definition in the op table");
-  return def;
+  return table[static_cast<std::size_t>(kind)];
 }
 
 bool op_is_defined(OpKind kind) {
-  try {
-    return op_def(kind).name != nullptr;
-  } catch (const Error&) {
-    return false;
-  }
+  return static_cast<int>(kind) < kNumOps && op_def(kind).infer != nullptr;
 }
 
 const char* op_name(OpKind kind) {
-  return op_def(kind).name;
+  return kOpNames[static_cast<std::size_t>(kind)];
 }
 
 OpCost op_cost(OpKind kind, std::span<const TensorMeta> inputs, std::span<const TensorMeta> outputs,

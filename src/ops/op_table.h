@@ -1,8 +1,12 @@
 #pragma once
 // The op table: one OpDef per OpKind, holding everything about an op that does not depend on the
 // device. Each op family defines its entries in its own file (src/ops/<family>.cpp), next to its
-// typed wrappers and gradient rules, forward and backward side by side.
+// typed wrappers and gradient rules, forward and backward side by side, through op_family,
+// which checks them against the family's list in tandem/ops.h when the file compiles: the table
+// cannot have a gap.
+#include <algorithm>
 #include <array>
+#include <iterator>
 #include <span>
 #include <vector>
 
@@ -65,20 +69,43 @@ OpCost op_cost(OpKind kind, std::span<const TensorMeta> inputs, std::span<const 
 
 using OpTable = std::array<OpDef, kNumOps>;
 
-// Each family file fills in its ops; op_table.cpp calls them all and checks none is missing.
-void define_elementwise_ops(OpTable& table);
-void define_reduction_ops(OpTable& table);
-void define_linalg_ops(OpTable& table);
-void define_conv_ops(OpTable& table);
-void define_pool_ops(OpTable& table);
-void define_norm_ops(OpTable& table);
-void define_softmax_ops(OpTable& table);
-void define_layout_ops(OpTable& table);
-void define_loss_ops(OpTable& table);
-void define_dropout_ops(OpTable& table);
-void define_optimizer_ops(OpTable& table);
-void define_gather_ops(OpTable& table);
-void define_layer_norm_ops(OpTable& table);
+// One op's rules, tagged with its kind so a family's definitions are checked against its list
+// in ops.h when the family file compiles. The name comes from the list.
+template <OpKind Kind>
+struct OpRules {
+  int min_inputs = 0;
+  int max_inputs = 0;  // -1: variadic
+  InferFn infer = nullptr;
+  GradientFn gradient = nullptr;  // nullptr: not differentiable
+  CostFn cost = nullptr;          // nullptr: no FLOPs, bytes = inputs + outputs
+  // Per output: the input whose storage it shares (reshape views, in-place updates), or -1.
+  std::vector<int> output_aliases = {};
+};
+
+#define TANDEM_OP_KIND_ENTRY(op) OpKind::op,
+#define TANDEM_OP_FAMILY_KINDS(family, X) \
+  inline constexpr OpKind k_##family##_ops[] = {TANDEM_OPS_##family(TANDEM_OP_KIND_ENTRY)};
+TANDEM_OP_FAMILIES(TANDEM_OP_FAMILY_KINDS, )
+#undef TANDEM_OP_FAMILY_KINDS
+#undef TANDEM_OP_KIND_ENTRY
+
+// The OpDefs of one family from its rules, which must name exactly the kinds of `Family` (its
+// list in ops.h), in that order.
+template <const auto& Family, OpKind... Kinds>
+std::vector<OpDef> op_family(OpRules<Kinds>... rules) {
+  constexpr OpKind given[] = {Kinds...};
+  static_assert(sizeof...(Kinds) == std::size(Family),
+                "a family file defines more or fewer ops than its list in tandem/ops.h");
+  static_assert(std::ranges::equal(given, Family),
+                "a family file's ops differ from its list in tandem/ops.h, or are out of order");
+  return {OpDef{Kinds, op_name(Kinds), rules.min_inputs, rules.max_inputs, rules.infer,
+                rules.gradient, rules.cost, std::move(rules.output_aliases)}...};
+}
+
+// Each family file defines its ops (src/ops/<family>.cpp); op_table.cpp puts them in order.
+#define TANDEM_DECLARE_OP_FAMILY(family, X) std::vector<OpDef> define_##family##_ops();
+TANDEM_OP_FAMILIES(TANDEM_DECLARE_OP_FAMILY, )
+#undef TANDEM_DECLARE_OP_FAMILY
 
 // ---- helpers shared by the family files ----
 std::vector<TensorMeta> metas_of(std::span<const Tensor> tensors);

@@ -100,19 +100,12 @@ OpCost update_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> o
   return elementwise_cost(in, out.first(1), kFlops);
 }
 
-void define(OpTable& table, OpKind kind, const char* name, int min_inputs, int max_inputs,
-            InferFn infer, GradientFn gradient, CostFn cost, std::vector<int> output_aliases = {}) {
-  table[static_cast<std::size_t>(kind)] =
-      OpDef{kind, name, min_inputs, max_inputs, infer, gradient, cost, std::move(output_aliases)};
-}
-
 }  // namespace
 
-void define_optimizer_ops(OpTable& table) {
-  define(table, OpKind::sgd_update, "sgd_update", 2, 3, infer_sgd_update, nullptr, update_cost<5>,
-         {0, 2});
-  define(table, OpKind::adam_update, "adam_update", 4, 4, infer_adam_update, nullptr,
-         update_cost<12>, {0, 2, 3});
+std::vector<OpDef> define_optimizer_ops() {
+  return op_family<k_optimizer_ops>(
+      OpRules<OpKind::sgd_update>{2, 3, infer_sgd_update, nullptr, update_cost<5>, {0, 2}},
+      OpRules<OpKind::adam_update>{4, 4, infer_adam_update, nullptr, update_cost<12>, {0, 2, 3}});
 }
 
 void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdOptions& options) {

@@ -94,20 +94,15 @@ std::vector<Tensor> grad_global_avg_pool(const GradContext& c) {
 
 }  // namespace
 
-void define_pool_ops(OpTable& table) {
-  auto define = [&](OpKind kind, const char* name, int inputs, InferFn infer, GradientFn gradient,
-                    CostFn cost) {
-    table[static_cast<std::size_t>(kind)] =
-        OpDef{kind, name, inputs, inputs, infer, gradient, cost, {}};
-  };
-  define(OpKind::max_pool2d, "max_pool2d", 1, infer_pool, grad_max_pool, cost_pool);
-  define(OpKind::max_pool2d_backward, "max_pool2d_backward", 2, infer_max_pool_backward, nullptr,
-         cost_pool_backward);
-  define(OpKind::avg_pool2d, "avg_pool2d", 1, infer_pool, grad_avg_pool, cost_pool);
-  define(OpKind::avg_pool2d_backward, "avg_pool2d_backward", 1, infer_avg_pool_backward, nullptr,
-         cost_pool_backward);
-  define(OpKind::global_avg_pool2d, "global_avg_pool2d", 1, infer_global_avg_pool,
-         grad_global_avg_pool, cost_global_avg_pool);
+std::vector<OpDef> define_pool_ops() {
+  using K = OpKind;
+  return op_family<k_pool_ops>(
+      OpRules<K::max_pool2d>{1, 1, infer_pool, grad_max_pool, cost_pool},
+      OpRules<K::max_pool2d_backward>{2, 2, infer_max_pool_backward, nullptr, cost_pool_backward},
+      OpRules<K::avg_pool2d>{1, 1, infer_pool, grad_avg_pool, cost_pool},
+      OpRules<K::avg_pool2d_backward>{1, 1, infer_avg_pool_backward, nullptr, cost_pool_backward},
+      OpRules<K::global_avg_pool2d>{1, 1, infer_global_avg_pool, grad_global_avg_pool,
+                                    cost_global_avg_pool});
 }
 
 Tensor max_pool2d(const Tensor& x, const Pool2DOptions& options) {

@@ -30,9 +30,8 @@ std::vector<TensorMeta> infer_reduce(const char* op, std::span<const TensorMeta>
   }
   for (std::int64_t axis : axes) {
     if (std::string(op) != "sum" && in[0].shape[static_cast<std::size_t>(axis)] == 0) {
-      throw InvalidArgument(std::string(op) + ": axis " + std::to_string(axis) +
-                            " of shape " + shape_str(in[0].shape) +
-                            " is empty, so the reduction has no value");
+      throw InvalidArgument(std::string(op) + ": axis " + std::to_string(axis) + " of shape " +
+                            shape_str(in[0].shape) + " is empty, so the reduction has no value");
     }
   }
   return {{reduced_shape(in[0].shape, axes, attrs.get_bool("keepdims")), in[0].dtype}};
@@ -82,19 +81,14 @@ std::vector<Tensor> grad_mean(const GradContext& c) {
 // The gradient is shared equally among tied maxima, as TensorFlow does.
 std::vector<Tensor> grad_max(const GradContext& c) {
   const Tensor& x = c.inputs[0];
-  const Tensor is_max = cast(equal(x, broadcast_to(keepdims_view(c.outputs[0], c), x.shape())),
-                             x.dtype());
+  const Tensor is_max =
+      cast(equal(x, broadcast_to(keepdims_view(c.outputs[0], c), x.shape())), x.dtype());
   const Tensor ties = sum(is_max, c.attrs.get_ints("axes"), true);
   return {is_max * broadcast_to(keepdims_view(c.output_grads[0], c), x.shape()) / ties};
 }
 
 std::vector<Tensor> grad_broadcast_to(const GradContext& c) {
   return {sum_to_shape(c.output_grads[0], c.inputs[0].shape())};
-}
-
-void define(OpTable& table, OpKind kind, const char* name, InferFn infer, GradientFn gradient,
-            CostFn cost) {
-  table[static_cast<std::size_t>(kind)] = OpDef{kind, name, 1, 1, infer, gradient, cost, {}};
 }
 
 Tensor reduce(OpKind kind, const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdims) {
@@ -104,13 +98,13 @@ Tensor reduce(OpKind kind, const Tensor& x, const std::vector<std::int64_t>& axe
 
 }  // namespace
 
-void define_reduction_ops(OpTable& table) {
-  define(table, OpKind::sum, "sum", infer_reduce, grad_sum, reduce_cost);
-  define(table, OpKind::mean, "mean", infer_reduce, grad_mean, reduce_cost);
-  define(table, OpKind::max, "max", infer_reduce, grad_max, reduce_cost);
-  define(table, OpKind::argmax, "argmax", infer_argmax, nullptr, reduce_cost);
-  define(table, OpKind::broadcast_to, "broadcast_to", infer_broadcast_to, grad_broadcast_to,
-         nullptr);
+std::vector<OpDef> define_reduction_ops() {
+  return op_family<k_reduction_ops>(
+      OpRules<OpKind::sum>{1, 1, infer_reduce, grad_sum, reduce_cost},
+      OpRules<OpKind::mean>{1, 1, infer_reduce, grad_mean, reduce_cost},
+      OpRules<OpKind::max>{1, 1, infer_reduce, grad_max, reduce_cost},
+      OpRules<OpKind::argmax>{1, 1, infer_argmax, nullptr, reduce_cost},
+      OpRules<OpKind::broadcast_to>{1, 1, infer_broadcast_to, grad_broadcast_to, nullptr});
 }
 
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdims) {
@@ -135,8 +129,8 @@ Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   const Shape& from = x.shape();
   if (from.size() < shape.size()) {
-    throw InvalidArgument("sum_to_shape: cannot sum " + shape_str(from) + " down to the larger rank " +
-                          shape_str(shape));
+    throw InvalidArgument("sum_to_shape: cannot sum " + shape_str(from) +
+                          " down to the larger rank " + shape_str(shape));
   }
   const std::size_t leading = from.size() - shape.size();
   std::vector<std::int64_t> axes;

@@ -70,26 +70,21 @@ std::vector<Tensor> grad_log_softmax_backward(const GradContext& c) {
   return {g - sum(g * probabilities, {axis}, true), -(g * probabilities * sum(dy, {axis}, true))};
 }
 
-void define(OpTable& table, OpKind kind, const char* name, int inputs, InferFn infer,
-            GradientFn gradient, CostFn cost) {
-  table[static_cast<std::size_t>(kind)] =
-      OpDef{kind, name, inputs, inputs, infer, gradient, cost, {}};
-}
-
 Tensor softmax_op(OpKind kind, const std::vector<Tensor>& inputs, std::int64_t axis) {
   return call_op(kind, inputs, {{"axis", axis}})[0];
 }
 
 }  // namespace
 
-void define_softmax_ops(OpTable& table) {
+std::vector<OpDef> define_softmax_ops() {
   using K = OpKind;
-  define(table, K::softmax, "softmax", 1, infer_softmax, grad_softmax, softmax_cost);
-  define(table, K::log_softmax, "log_softmax", 1, infer_softmax, grad_log_softmax, softmax_cost);
-  define(table, K::softmax_backward, "softmax_backward", 2, infer_softmax_backward,
-         grad_softmax_backward, softmax_backward_cost);
-  define(table, K::log_softmax_backward, "log_softmax_backward", 2, infer_softmax_backward,
-         grad_log_softmax_backward, softmax_backward_cost);
+  return op_family<k_softmax_ops>(
+      OpRules<K::softmax>{1, 1, infer_softmax, grad_softmax, softmax_cost},
+      OpRules<K::softmax_backward>{2, 2, infer_softmax_backward, grad_softmax_backward,
+                                   softmax_backward_cost},
+      OpRules<K::log_softmax>{1, 1, infer_softmax, grad_log_softmax, softmax_cost},
+      OpRules<K::log_softmax_backward>{2, 2, infer_softmax_backward, grad_log_softmax_backward,
+                                       softmax_backward_cost});
 }
 
 Tensor softmax(const Tensor& x, std::int64_t axis) {
