@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/format.h"
-#include "data/crc32c.h"
+#include "core/crc32c.h"
 #include "data/file_io.h"
 #include "data/idx.h"
 #include "tandem/image.h"
@@ -132,7 +132,7 @@ Kind kind_of_file(const std::string& path) {
     std::uint32_t stored = 0;
     for (int i = 3; i >= 0; --i)
       stored = (stored << 8) | head[8 + static_cast<std::size_t>(i)];
-    if (data::mask_crc(data::crc32c({head.data(), 8})) == stored) return Kind::tfrecord;
+    if (mask_crc(crc32c({head.data(), 8})) == stored) return Kind::tfrecord;
   }
   std::error_code error;
   const auto size = fs::file_size(path, error);

@@ -16,10 +16,10 @@
 #include <set>
 #include <thread>
 
+#include "core/tensor_copy.h"
 #include "io/file_io.h"
 #include "io/format_util.h"
 #include "io/weight_match.h"
-#include "nn/tensor_copy.h"
 #include "tandem/io.h"
 #include "tandem/runtime.h"
 
@@ -438,7 +438,7 @@ CheckpointInfo restore_checkpoint(const std::string& path, nn::Model& model) {
       throw InvalidArgument("checkpoint " + folder + " does not fit the model: " + mismatch.what());
     }
     for (const auto& [name, weight] : weights)
-      nn::detail::copy_into(weight, *loaded.weights.find(name), "restore_checkpoint: " + name);
+      tandem::detail::copy_into(weight, *loaded.weights.find(name), "restore_checkpoint: " + name);
     default_generator() = restored_generator(state.at("rng").at("default"));
     for (auto& [live, saved] : generators)
       *live = saved;

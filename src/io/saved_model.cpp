@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/tensor_copy.h"
 #include "io/file_io.h"
 #include "io/format_util.h"
 #include "io/weight_match.h"
 #include "nn/model_state.h"
-#include "nn/tensor_copy.h"
 #include "tandem/io.h"
 #include "tandem/runtime.h"
 
@@ -249,7 +249,7 @@ nn::Model load_model(const std::string& directory) {
       }
     }
     for (const auto& [name, weight] : weights)
-      nn::detail::copy_into(weight, *stored.find(name), "load_model: " + name);
+      tandem::detail::copy_into(weight, *stored.find(name), "load_model: " + name);
     return model;
   } catch (const json::exception& failure) {
     throw IoError(architecture_path + ": a member is missing or mistyped (" + failure.what() +

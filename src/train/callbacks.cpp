@@ -4,7 +4,7 @@
 #include <iostream>
 #include <limits>
 
-#include "nn/tensor_copy.h"
+#include "core/tensor_copy.h"
 #include "observe/progress_bar.h"
 #include "tandem/nn.h"
 #include "tandem/train.h"
@@ -169,8 +169,8 @@ void EarlyStopping::on_epoch_end(int epoch, const Logs& logs) {
     if (restore_best_weights_ && !best_weights_.empty()) {
       const std::vector<Tensor> weights = model.weights();
       for (std::size_t i = 0; i < weights.size(); ++i) {
-        nn::detail::copy_into(weights[i], best_weights_[i],
-                              "EarlyStopping: restoring " + weights[i].name());
+        tandem::detail::copy_into(weights[i], best_weights_[i],
+                                  "EarlyStopping: restoring " + weights[i].name());
       }
     }
   }

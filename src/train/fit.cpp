@@ -5,8 +5,8 @@
 #include <cmath>
 #include <iostream>
 
+#include "core/tensor_copy.h"
 #include "nn/model_state.h"
-#include "nn/tensor_copy.h"
 #include "tandem/autodiff.h"
 #include "tandem/data.h"
 #include "tandem/nn.h"
@@ -444,13 +444,14 @@ Tensor Model::predict(const Tensor& x, std::int64_t batch_size) {
   Tensor predictions;  // (N, ...)
   for (std::int64_t start = 0; start < total; start += batch_size) {
     const std::int64_t count = std::min(batch_size, total - start);
-    const Tensor y = call(detail::rows(input, start, count), /*training=*/false);
+    const Tensor y = call(tandem::detail::rows(input, start, count), /*training=*/false);
     if (!predictions.defined()) {
       Shape shape = y.shape();
       shape[0] = total;
       predictions = Tensor::empty(shape, y.dtype(), y.device());
     }
-    detail::copy_into(detail::rows(predictions, start, count), y, label(*state_) + ".predict");
+    tandem::detail::copy_into(tandem::detail::rows(predictions, start, count), y,
+                              label(*state_) + ".predict");
   }
   return predictions;
 }
