@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "core/crc32c.h"
+#include "core/files.h"
 #include "data/file_io.h"
 #include "data/idx.h"
 #include "tandem/image.h"
@@ -216,7 +217,7 @@ void inspect_cifar10(const std::string& path) {
 }
 
 void inspect_image(const std::string& path) {
-  const image::Info info = image::read_info(data::read_whole_file(path));
+  const image::Info info = image::read_info(read_whole_file_tensor(path));
   std::cout << path << ": " << (info.format == image::Format::jpeg ? "JPEG" : "PNG") << " image, "
             << info.height << "x" << info.width << ", " << plural(info.channels, "channel") << "\n";
 }
@@ -287,7 +288,7 @@ void inspect(const std::string& path) {
     inspect_image_folder(path);
     return;
   }
-  data::require_regular_file(path);
+  require_regular_file(path);
   switch (kind_of_file(path)) {
     case Kind::idx:
       inspect_idx(path);
@@ -379,7 +380,7 @@ int convert(const std::string& source, const std::string& destination, const Par
       return {folder_examples(source),
               "{\"image\", FeatureSpec::bytes()}, {\"label\", FeatureSpec::int64({}, DType::i32)}"};
     }
-    data::require_regular_file(source);
+    require_regular_file(source);
     if (kind_of_file(source) != Kind::idx) {
       throw IoError(source +
                     ": neither an IDX image file nor a folder of class folders; convert "

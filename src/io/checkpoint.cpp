@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "core/files.h"
 #include "core/tensor_copy.h"
 #include "io/file_io.h"
 #include "io/format_util.h"
@@ -212,7 +213,8 @@ struct LoadedCheckpoint {
 
 json read_state(const std::string& folder) {
   const std::string what = (fs::path(folder) / kStateFile).string();
-  return detail::open_sealed_json(detail::read_file(what), what);
+  return detail::open_sealed_json(read_whole_file(what, {.max_bytes = detail::kMaxJsonFileBytes}),
+                                  what);
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& folder) {
@@ -226,7 +228,7 @@ LoadedCheckpoint load_checkpoint(const std::string& folder) {
     if (!files.contains(name)) {
       throw IoError(state_path + " lists no " + name + "; the checkpoint is damaged");
     }
-    const detail::Bytes bytes = detail::read_file(path);
+    const detail::Bytes bytes = read_whole_file(path, {.max_bytes = detail::kMaxWeightsFileBytes});
     try {
       detail::check_file_record(bytes, files.at(name), path);
     } catch (const json::exception& error) {

@@ -93,30 +93,6 @@ std::string describe_errno(int error) {
   }
 }
 
-Bytes read_file(const std::string& path) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error)) {
-    throw IoError(path + " is a folder, not a file");
-  }
-  Descriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (file.get() < 0) throw IoError("cannot open " + path + ": " + describe_errno(errno));
-  struct stat status {};
-  if (::fstat(file.get(), &status) != 0) {
-    throw IoError("cannot read " + path + ": " + describe_errno(errno));
-  }
-  Bytes bytes(static_cast<std::size_t>(status.st_size));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t got = ::read(file.get(), bytes.data() + done, bytes.size() - done);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw IoError("cannot read " + path + ": " + describe_errno(errno));
-    if (got == 0) break;  // the file shrank while we read it
-    done += static_cast<std::size_t>(got);
-  }
-  bytes.resize(done);
-  return bytes;
-}
-
 void write_all(int descriptor, std::span<const std::uint8_t> bytes, const std::string& path) {
   std::size_t done = 0;
   while (done < bytes.size()) {

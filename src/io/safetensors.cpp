@@ -13,6 +13,7 @@
 #include <set>
 
 #include "core/crc32c.h"
+#include "core/files.h"
 #include "io/file_io.h"
 #include "io/format_util.h"
 #include "tandem/io.h"
@@ -300,7 +301,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 }
 
 Safetensors load_safetensors(const std::string& path) {
-  const detail::Bytes bytes = detail::read_file(path);
+  const detail::Bytes bytes = read_whole_file(path, {.max_bytes = detail::kMaxWeightsFileBytes});
   return decode_safetensors(bytes, path);
 }
 
