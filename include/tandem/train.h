@@ -25,8 +25,10 @@
 #include "tandem/tensor.h"
 
 namespace tandem::data {
+struct Batch;
+class BatchIterator;
 class Dataset;
-}
+}  // namespace tandem::data
 namespace tandem::nn {
 class Model;
 }
@@ -634,5 +636,12 @@ struct FitOptions {
 
 // The default warm-up for a run of `total_steps` steps: min(10, total_steps / 20).
 std::int64_t default_warmup_steps(std::int64_t total_steps);
+
+// batches.next() inside an input_wait span (tandem/spans.h), as Model::fit fetches its batches;
+// for custom loops. Include tandem/data.h to use it.
+std::optional<data::Batch> next_batch(data::BatchIterator& batches);
+// How long the calling thread's last next_batch() waited for its batch, in seconds: what a
+// training step spent waiting for input (the TensorBoard callback's input-wait share).
+double last_input_wait_seconds();
 
 }  // namespace tandem::train

@@ -10,7 +10,8 @@
 #include "tandem/autodiff.h"
 #include "tandem/data.h"
 #include "tandem/nn.h"
-#include "tandem/observe.h"
+#include "tandem/spans.h"
+#include "tandem/train.h"
 #include "train/distribution.h"
 
 namespace tandem::nn {
@@ -133,12 +134,12 @@ std::pair<Tensor, Tensor> train_step(Model& model, Model::State& state, const Te
   {
     GradientTape tape;
     {
-      observe::TraceScope forward(observe::SpanKind::forward);
+      SpanScope forward(SpanKind::forward);
       y_pred = model.call(x, /*training=*/true);
       loss = (*state.loss)(y, y_pred);
     }
     if (variables.empty()) variables = model.trainable_weights();
-    observe::TraceScope backward(observe::SpanKind::backward);
+    SpanScope backward(SpanKind::backward);
     // Under loss scaling (mixed_float16) the gradients are of the scaled loss; the optimizer
     // divides them by the scale again.
     gradients = tape.gradient(state.optimizer->scale_loss(loss), variables, {}, false,
@@ -148,7 +149,7 @@ std::pair<Tensor, Tensor> train_step(Model& model, Model::State& state, const Te
   if (replica != nullptr && !replica->reduce(gradients, variables)) {
     return {std::move(y_pred), std::move(loss)};
   }
-  observe::TraceScope optimizer(observe::SpanKind::optimizer);
+  SpanScope optimizer(SpanKind::optimizer);
   state.optimizer->apply_gradients(gradients, variables);
   return {std::move(y_pred), std::move(loss)};
 }
@@ -326,7 +327,7 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
     }
     std::int64_t step = skipped;
     double step_start = now_seconds();
-    while (std::optional<data::Batch> batch = observe::next_batch(*batches)) {
+    while (std::optional<data::Batch> batch = train::next_batch(*batches)) {
       const double input_wait = now_seconds() - step_start;
       for (const auto& callback : callbacks)
         callback->on_train_batch_begin(step, logs);
