@@ -644,4 +644,12 @@ std::optional<data::Batch> next_batch(data::BatchIterator& batches);
 // training step spent waiting for input (the TensorBoard callback's input-wait share).
 double last_input_wait_seconds();
 
+// The largest batch size in [1, most] for which `fits` returns true, starting from `first`:
+// doubling while it fits, halving while it does not, then bisecting between the last size that
+// fitted and the first that did not. `fits` trains a step or two at the size and returns false
+// when it runs out of memory (OutOfMemory; set_memory_limit emulates a smaller device). Each
+// trial is logged to `log` when given. Throws Error when not even one example fits.
+std::int64_t find_max_batch(std::int64_t first, std::int64_t most,
+                            const std::function<bool(std::int64_t)>& fits, std::ostream* log);
+
 }  // namespace tandem::train
