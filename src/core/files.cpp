@@ -47,21 +47,6 @@ struct stat status_of(const std::string& path, std::string_view context) {
   return info;
 }
 
-// A file descriptor closed at scope exit.
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // Reads the file into the buffer `allocate(size)` returns.
 void read_into(const std::string& path, const ReadFileOptions& options,
                const std::function<std::uint8_t*(std::size_t)>& allocate) {
@@ -69,7 +54,7 @@ void read_into(const std::string& path, const ReadFileOptions& options,
   if (!S_ISREG(before.st_mode)) refuse(path, before.st_mode, options.context);
   // O_NONBLOCK: should the path have become a FIFO since the stat, open returns at once instead
   // of waiting for a writer, and the fstat below refuses it. Regular files ignore the flag.
-  const Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) {
     if (errno == ENOENT) {
       throw IoError(path + ": no such file" + with_context(options.context) + "; check the path");
@@ -106,6 +91,10 @@ void read_into(const std::string& path, const ReadFileOptions& options,
 }
 
 }  // namespace
+
+FileDescriptor::~FileDescriptor() {
+  if (descriptor_ >= 0) ::close(descriptor_);
+}
 
 void require_regular_file(const std::string& path, std::string_view context) {
   const struct stat info = status_of(path, context);

@@ -24,6 +24,25 @@ struct ReadFileOptions {
   std::string_view context;
 };
 
+// An open file descriptor, closed when the object goes unless released first.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int descriptor) : descriptor_(descriptor) {}
+  ~FileDescriptor();
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return descriptor_; }
+  // Hands the descriptor over (to a checked close, say); -1 from then on.
+  int release() {
+    const int descriptor = descriptor_;
+    descriptor_ = -1;
+    return descriptor;
+  }
+
+ private:
+  int descriptor_;
+};
+
 // Throws IoError naming `path` unless it is an existing regular file (symbolic links followed):
 // "<path>: is a FIFO (named pipe), not a regular file; pass the path of a file".
 void require_regular_file(const std::string& path, std::string_view context = {});
