@@ -11,6 +11,8 @@
 #   tandem_layer(<layer> FOLDER <folder of src/> [DEPENDS <layers>...] [HEADERS <headers>...]
 #                [ALSO_SEES <public headers of layers above>...])
 #     declares a layer; layers must be declared after the ones they depend on.
+#   tandem_check_layers()
+#     checks that every header of include/tandem/ and every folder of src/ belongs to a layer.
 #   tandem_add_layer_library(<layer> [TYPE OBJECT|STATIC] [TARGET <name>] [EXCLUDE_REGEX <re>])
 #     the layer's library (tandem_<layer>, an object library unless TYPE says otherwise) from the
 #     .cpp files of its folder, compiled against its view. Object libraries are listed in
@@ -19,6 +21,7 @@
 set(TANDEM_LAYER_ROOT ${CMAKE_BINARY_DIR}/layers)
 set(TANDEM_LIBRARY_LAYERS)
 set(TANDEM_OWNED_PUBLIC_HEADERS)
+set(TANDEM_LAYER_FOLDERS)
 
 macro(tandem_layer layer)
   cmake_parse_arguments(tandem_layer_arg "" "FOLDER" "DEPENDS;HEADERS;ALSO_SEES" ${ARGN})
@@ -26,6 +29,7 @@ macro(tandem_layer layer)
     message(FATAL_ERROR "tandem_layer(${layer}): FOLDER must name a folder of src/")
   endif()
   set(TANDEM_LAYER_FOLDER_${layer} ${tandem_layer_arg_FOLDER})
+  list(APPEND TANDEM_LAYER_FOLDERS ${tandem_layer_arg_FOLDER})
   set(TANDEM_LAYER_HEADERS_${layer} ${tandem_layer_arg_HEADERS})
   set(TANDEM_LAYER_DEPENDS_${layer} ${tandem_layer_arg_DEPENDS})
   list(APPEND TANDEM_OWNED_PUBLIC_HEADERS ${tandem_layer_arg_HEADERS})
@@ -62,8 +66,19 @@ macro(tandem_layer layer)
   unset(view_headers)
 endmacro()
 
-# Every public header belongs to exactly one layer, so a new one cannot slip past the views.
-function(tandem_check_public_headers)
+# Every public header belongs to exactly one layer, so a new one cannot slip past the views, and
+# every folder of src/ is a layer's, so a new one is not left out of the build unnoticed.
+function(tandem_check_layers)
+  file(GLOB entries RELATIVE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/src/*)
+  foreach(entry ${entries})
+    if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/src/${entry})
+      list(FIND TANDEM_LAYER_FOLDERS ${entry} found)
+      if(found EQUAL -1)
+        message(FATAL_ERROR "src/${entry} belongs to no layer: declare it with tandem_layer() in "
+                            "CMakeLists.txt (and in docs/ARCHITECTURE.md's table)")
+      endif()
+    endif()
+  endforeach()
   file(GLOB headers RELATIVE ${PROJECT_SOURCE_DIR}/include/tandem CONFIGURE_DEPENDS
        ${PROJECT_SOURCE_DIR}/include/tandem/*.h)
   foreach(header ${headers})
