@@ -1,8 +1,6 @@
 // `tandem train --precision`, --memory-limit and --find-max-batch.
 #include <gtest/gtest.h>
 
-#include <sstream>
-
 #include "cli/cli_runner.h"
 #include "cli/precision_options.h"
 #include "tandem/error.h"
