@@ -61,6 +61,27 @@ namespace tandem::distribute {
 // driver, NCCL, cuDNN and PJRT plugins are loaded with dlopen when present, and each absent
 // piece comes with the reason.
 // ---------------------------------------------------------------------------------------------
+// The host CPU: cpuid for the instruction sets (and whether the OS saves their registers),
+// /proc/cpuinfo for topology, /proc/meminfo for memory.
+struct IsaFeature {
+  std::string name;  // "AVX-512F"
+  bool available;    // the CPU has it and the OS enabled its register state
+};
+
+struct CpuInfo {
+  std::string vendor;  // "GenuineIntel", "AuthenticAMD"; empty off x86
+  std::string model;   // brand string, e.g. "Intel(R) Xeon(R) Platinum 8480+"
+  int sockets = 0;
+  int cores = 0;              // physical cores across all sockets
+  int threads = 0;            // logical processors the OS lists
+  int threads_available = 0;  // in this process's affinity mask
+  std::vector<IsaFeature> features;
+  std::int64_t memory_total_bytes = 0;
+  std::int64_t memory_available_bytes = 0;
+};
+
+CpuInfo probe_cpu();
+
 struct GpuInfo {
   int index = 0;                  // the CUDA ordinal: Device::cuda(index)
   std::string name;               // "NVIDIA H200"
@@ -186,8 +207,8 @@ struct MultiWorkerOptions {
 // What combining gradients cost a worker over the steps trained so far.
 struct CommunicationStats {
   std::int64_t steps = 0;
-  std::int64_t collectives = 0;  // all-reduces and gathers started
-  std::int64_t bytes = 0;        // all-reduced or gathered by this worker
+  std::int64_t collectives = 0;       // all-reduces and gathers started
+  std::int64_t bytes = 0;             // all-reduced or gathered by this worker
   std::int64_t gradient_buckets = 0;  // gradient all-reduces started (counted in collectives too)
   // Gradient buckets whose all-reduce started while the backward pass was still computing other
   // gradients: the communication that overlaps the backward pass.

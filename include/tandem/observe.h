@@ -27,6 +27,7 @@
 
 #include "tandem/data.h"
 #include "tandem/device.h"
+#include "tandem/spans.h"
 #include "tandem/tensor.h"
 #include "tandem/train.h"
 
@@ -247,30 +248,18 @@ class ResourceMonitor {
 // ---------------------------------------------------------------------------------------------
 // What a span of the trace is. Ops are attributed to the innermost forward/backward/optimizer
 // span around them ("other" outside any, e.g. metric updates).
-enum class SpanKind { step, forward, backward, optimizer, input_wait, user };
+using SpanKind = tandem::SpanKind;
 
 // Marks a span of the current thread while a Profiler runs (and costs one atomic load while
 // none does). Model::fit opens these itself; a custom loop opens them around its phases:
 //   { observe::TraceScope forward(observe::SpanKind::forward); logits = model(x, true); ... }
-class TraceScope {
- public:
-  explicit TraceScope(SpanKind kind, std::string_view label = {});
-  ~TraceScope();
-  TraceScope(const TraceScope&) = delete;
-  TraceScope& operator=(const TraceScope&) = delete;
+// The ops layer's SpanScope (tandem/spans.h), which the Profiler observes.
+using TraceScope = tandem::SpanScope;
 
- private:
-  bool recording_ = false;
-  std::int64_t start_ns_ = 0;
-  SpanKind kind_;
-  std::string label_;
-};
-
-// batches.next() inside an input_wait span, as Model::fit fetches its batches; for custom loops.
-std::optional<data::Batch> next_batch(data::BatchIterator& batches);
-// How long the calling thread's last next_batch() waited for its batch, in seconds: what a
-// training step spent waiting for input (the TensorBoard callback's input-wait share).
-double last_input_wait_seconds();
+// batches.next() inside an input_wait span, and how long the last one waited: the train layer's
+// (tandem/train.h), as Model::fit fetches its batches; for custom loops.
+using train::last_input_wait_seconds;
+using train::next_batch;
 
 struct ProfilerOptions {
   // Print the device every op ran on as it runs (TensorFlow's log_device_placement).

@@ -25,8 +25,10 @@
 #include "tandem/tensor.h"
 
 namespace tandem::data {
+struct Batch;
+class BatchIterator;
 class Dataset;
-}
+}  // namespace tandem::data
 namespace tandem::nn {
 class Model;
 }
@@ -634,5 +636,20 @@ struct FitOptions {
 
 // The default warm-up for a run of `total_steps` steps: min(10, total_steps / 20).
 std::int64_t default_warmup_steps(std::int64_t total_steps);
+
+// batches.next() inside an input_wait span (tandem/spans.h), as Model::fit fetches its batches;
+// for custom loops. Include tandem/data.h to use it.
+std::optional<data::Batch> next_batch(data::BatchIterator& batches);
+// How long the calling thread's last next_batch() waited for its batch, in seconds: what a
+// training step spent waiting for input (the TensorBoard callback's input-wait share).
+double last_input_wait_seconds();
+
+// The largest batch size in [1, most] for which `fits` returns true, starting from `first`:
+// doubling while it fits, halving while it does not, then bisecting between the last size that
+// fitted and the first that did not. `fits` trains a step or two at the size and returns false
+// when it runs out of memory (OutOfMemory; set_memory_limit emulates a smaller device). Each
+// trial is logged to `log` when given. Throws Error when not even one example fits.
+std::int64_t find_max_batch(std::int64_t first, std::int64_t most,
+                            const std::function<bool(std::int64_t)>& fits, std::ostream* log);
 
 }  // namespace tandem::train

@@ -5,7 +5,7 @@
 #include <map>
 #include <mutex>
 
-#include "bench/text.h"
+#include "core/text.h"
 #include "tandem/bench.h"
 #include "tandem/error.h"
 #include "tandem/ops.h"

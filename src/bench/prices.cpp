@@ -8,7 +8,7 @@
 #include <sstream>
 #include <variant>
 
-#include "bench/text.h"
+#include "core/text.h"
 #include "tandem/bench.h"
 #include "tandem/error.h"
 

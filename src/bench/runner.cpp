@@ -18,7 +18,7 @@
 #include <ostream>
 #include <sstream>
 
-#include "bench/text.h"
+#include "core/text.h"
 #include "tandem/bench.h"
 #include "tandem/cuda.h"
 #include "tandem/data.h"

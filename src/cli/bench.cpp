@@ -5,9 +5,9 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "cli/cpu_info.h"
 #include "cli/format.h"
 #include "tandem/bench.h"
+#include "tandem/distribute.h"
 #include "tandem/error.h"
 
 namespace tandem::cli {
@@ -221,7 +221,7 @@ int run_bench(const ParsedArgs& args) {
     return 0;
   }
   bench::BenchOptions options = parse_options(args);
-  options.cpu_name = probe_cpu().model;
+  options.cpu_name = distribute::probe_cpu().model;
   std::string command = "tandem bench";
   for (const char* option :
        {"--preset", "--model", "--devices", "--precision", "--batch-size", "--threads",

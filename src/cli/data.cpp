@@ -8,7 +8,8 @@
 
 #include "cli/commands.h"
 #include "cli/format.h"
-#include "data/crc32c.h"
+#include "core/crc32c.h"
+#include "core/files.h"
 #include "data/file_io.h"
 #include "data/idx.h"
 #include "tandem/image.h"
@@ -132,7 +133,7 @@ Kind kind_of_file(const std::string& path) {
     std::uint32_t stored = 0;
     for (int i = 3; i >= 0; --i)
       stored = (stored << 8) | head[8 + static_cast<std::size_t>(i)];
-    if (data::mask_crc(data::crc32c({head.data(), 8})) == stored) return Kind::tfrecord;
+    if (mask_crc(crc32c({head.data(), 8})) == stored) return Kind::tfrecord;
   }
   std::error_code error;
   const auto size = fs::file_size(path, error);
@@ -216,7 +217,7 @@ void inspect_cifar10(const std::string& path) {
 }
 
 void inspect_image(const std::string& path) {
-  const image::Info info = image::read_info(data::read_whole_file(path));
+  const image::Info info = image::read_info(read_whole_file_tensor(path));
   std::cout << path << ": " << (info.format == image::Format::jpeg ? "JPEG" : "PNG") << " image, "
             << info.height << "x" << info.width << ", " << plural(info.channels, "channel") << "\n";
 }
@@ -287,7 +288,7 @@ void inspect(const std::string& path) {
     inspect_image_folder(path);
     return;
   }
-  data::require_regular_file(path);
+  require_regular_file(path);
   switch (kind_of_file(path)) {
     case Kind::idx:
       inspect_idx(path);
@@ -379,7 +380,7 @@ int convert(const std::string& source, const std::string& destination, const Par
       return {folder_examples(source),
               "{\"image\", FeatureSpec::bytes()}, {\"label\", FeatureSpec::int64({}, DType::i32)}"};
     }
-    data::require_regular_file(source);
+    require_regular_file(source);
     if (kind_of_file(source) != Kind::idx) {
       throw IoError(source +
                     ": neither an IDX image file nor a folder of class folders; convert "

@@ -2,7 +2,6 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "cli/cpu_info.h"
 #include "cli/format.h"
 #include "cli/json.h"
 #include "tandem/distribute.h"
@@ -50,11 +49,11 @@ std::string backend_line(const distribute::CudaInfo& cuda) {
   return cuda.backend_reason;
 }
 
-void print_text(const CpuInfo& cpu, const distribute::DeviceInventory& inventory,
+void print_text(const distribute::CpuInfo& cpu, const distribute::DeviceInventory& inventory,
                 const distribute::StrategyChoice& choice) {
   std::string available;
   std::string missing;
-  for (const IsaFeature& feature : cpu.features) {
+  for (const distribute::IsaFeature& feature : cpu.features) {
     std::string& list = feature.available ? available : missing;
     list += (list.empty() ? "" : " ") + feature.name;
   }
@@ -110,10 +109,10 @@ JsonObject library_json(const distribute::LibraryInfo& library) {
   return json;
 }
 
-void print_json(const CpuInfo& cpu, const distribute::DeviceInventory& inventory,
+void print_json(const distribute::CpuInfo& cpu, const distribute::DeviceInventory& inventory,
                 const distribute::StrategyChoice& choice) {
   JsonObject isa;
-  for (const IsaFeature& feature : cpu.features)
+  for (const distribute::IsaFeature& feature : cpu.features)
     isa.add_bool(feature.name, feature.available);
   JsonObject cpu_json;
   cpu_json.add_string("device", "cpu:0")
@@ -188,7 +187,7 @@ void print_json(const CpuInfo& cpu, const distribute::DeviceInventory& inventory
 }  // namespace
 
 int run_devices(const ParsedArgs& args) {
-  const CpuInfo cpu = probe_cpu();
+  const distribute::CpuInfo cpu = distribute::probe_cpu();
   const distribute::DeviceInventory inventory = distribute::discover_devices();
   const distribute::StrategyChoice choice =
       distribute::choose_strategy(inventory, distribute::launched_processes());

@@ -9,7 +9,6 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "cli/cpu_info.h"
 #include "cli/format.h"
 #include "cli/json.h"
 #include "tandem/data.h"
@@ -90,7 +89,7 @@ std::vector<Check> run_checks(const std::string& data_dir, const std::string& lo
   std::vector<Check> checks;
   checks.push_back({"tandem", Status::ok, std::string("version ") + version(), ""});
 
-  const CpuInfo cpu = probe_cpu();
+  const distribute::CpuInfo cpu = distribute::probe_cpu();
   const std::string isa = cpu_backend_description();
   const bool vector_isa = isa.find("avx2") != std::string::npos ||
                           isa.find("avx512") != std::string::npos ||

@@ -4,8 +4,6 @@
 // allocates on the training devices) and --find-max-batch (the largest batch that fits).
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,12 +35,5 @@ std::optional<std::string> precision_warning(const std::string& precision,
 // "512M", "2G", "1.5GiB", "300000000": bytes (K, M, G, T are powers of 1024). Throws UsageError
 // naming the option.
 std::size_t parse_memory_size(const std::string& option, const std::string& text);
-
-// The largest batch size in [1, most] for which `fits` returns true, starting from `first`:
-// doubling while it fits, halving while it does not, then bisecting between the last size that
-// fitted and the first that did not. `fits` trains a step or two at the size and returns false
-// when it runs out of memory. Throws Error when not even one example fits.
-std::int64_t find_max_batch(std::int64_t first, std::int64_t most,
-                            const std::function<bool(std::int64_t)>& fits, std::ostream* log);
 
 }  // namespace tandem::cli

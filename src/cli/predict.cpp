@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <numeric>
 #include <sstream>
 
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "core/files.h"
 #include "tandem/data.h"
 #include "tandem/image.h"
 #include "tandem/io.h"
@@ -23,12 +23,6 @@ namespace {
 
 constexpr std::int64_t kDefaultTop = 3;
 constexpr std::int64_t kPredictBatch = 256;
-
-std::vector<std::uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot open " + path + ": check the path");
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 bool starts_with(const std::vector<std::uint8_t>& bytes, std::initializer_list<int> prefix) {
   if (bytes.size() < prefix.size()) return false;
@@ -141,7 +135,7 @@ struct Inputs {
 
 // The images in `path`, fitted to the model's input.
 Inputs read_inputs(const std::string& path, const Shape& target) {
-  const std::vector<std::uint8_t> bytes = read_bytes(path);
+  const std::vector<std::uint8_t> bytes = read_whole_file(path);
   Inputs inputs;
   if (starts_with(bytes, {0x1F, 0x8B}) || starts_with(bytes, {0, 0})) {
     Tensor images = data::read_idx(path);  // (N, H, W) or (N, H, W, C)

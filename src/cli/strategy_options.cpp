@@ -2,9 +2,9 @@
 
 #include <ostream>
 
-#include "cli/cpu_info.h"
 #include "cli/format.h"
 #include "tandem/cuda.h"
+#include "tandem/distribute.h"
 #include "tandem/runtime.h"
 
 namespace tandem::cli {
@@ -26,7 +26,7 @@ std::optional<Device> single_gpu(const std::string& name) {
 
 std::string device_description(Device device) {
   if (device.type == DeviceType::cpu) {
-    return "cpu (" + probe_cpu().model + ", " + plural(num_threads(), "thread") + ", " +
+    return "cpu (" + distribute::probe_cpu().model + ", " + plural(num_threads(), "thread") + ", " +
            cpu_backend_description() + ")";
   }
   const cuda::Status& status = cuda::status();

@@ -276,7 +276,7 @@ std::int64_t search_max_batch(const TrainOptions& options, const distribute::Str
       return false;
     }
   };
-  const std::int64_t found = find_max_batch(
+  const std::int64_t found = train::find_max_batch(
       options.batch_size, std::max<std::int64_t>(1, training_examples / replicas), fits, log);
   if (log != nullptr) {
     *log << "largest batch size that fits: " << found << (replicas > 1 ? " per replica" : "")

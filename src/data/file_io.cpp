@@ -9,40 +9,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/files.h"
+
 namespace tandem::data {
-namespace {
-
-std::string with_context(const std::string& context) {
-  return context.empty() ? "" : " (" + context + ")";
-}
-
-// A file descriptor closed at scope exit.
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-}  // namespace
-
-void require_regular_file(const std::string& path, const std::string& context) {
-  std::error_code status_error;
-  const auto status = std::filesystem::status(path, status_error);
-  if (!std::filesystem::exists(status)) {
-    throw IoError(path + ": no such file" + with_context(context) + "; check the path");
-  }
-  if (std::filesystem::is_directory(status)) {
-    throw IoError(path + ": is a directory, not a data file; pass the path of the file itself");
-  }
-}
 
 InputFile::InputFile(std::string path) : path_(std::move(path)) {
   require_regular_file(path_);
@@ -156,39 +125,6 @@ void OutputFile::close() {
     gzip_ = nullptr;
     if (status != Z_OK) fail("cannot finish writing");
   }
-}
-
-Tensor read_whole_file(const std::string& path, const std::string& context) {
-  const Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    if (errno == ENOENT) {
-      throw IoError(path + ": no such file" + with_context(context) + "; check the path");
-    }
-    throw IoError(path + ": cannot open (" + std::strerror(errno) +
-                  "); check the file's permissions");
-  }
-  struct stat info {};
-  if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
-    throw IoError(path + ": not a regular file; pass the path of a data file");
-  }
-  Tensor bytes = Tensor::empty({static_cast<std::int64_t>(info.st_size)}, DType::u8);  // (n,)
-  auto* out = bytes.data<std::uint8_t>();
-  std::size_t done = 0;
-  const auto size = static_cast<std::size_t>(info.st_size);
-  while (done < size) {
-    const ssize_t got = ::read(fd.get(), out + done, size - done);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      throw IoError(path + ": cannot read after " + std::to_string(done) + " bytes (" +
-                    std::strerror(errno) + ")");
-    }
-    if (got == 0) {
-      throw IoError(path + ": the file shrank to " + std::to_string(done) + " bytes while " +
-                    std::to_string(size) + " were being read; is another program writing it?");
-    }
-    done += static_cast<std::size_t>(got);
-  }
-  return bytes;
 }
 
 }  // namespace tandem::data

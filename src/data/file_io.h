@@ -1,6 +1,7 @@
 #pragma once
-// Files for the readers and writers: gzip-or-plain input (zlib tells them apart by content),
-// plain or gzip output, and whole-file reads. Every failure is an IoError that names the file.
+// Files for the readers and writers: gzip-or-plain input (zlib tells them apart by content) and
+// plain or gzip output; whole-file reads are core's (core/files.h). Every failure is an IoError
+// that names the file.
 #include <zlib.h>
 
 #include <cstdint>
@@ -58,12 +59,5 @@ class OutputFile {
   std::FILE* plain_ = nullptr;
   gzFile gzip_ = nullptr;
 };
-
-// The whole file as a rank-1 u8 tensor. `context` goes into the message for a missing file
-// (e.g. "it was listed when the pipeline was built").
-Tensor read_whole_file(const std::string& path, const std::string& context = "");
-
-// Throws IoError naming `path` unless it is an existing regular file.
-void require_regular_file(const std::string& path, const std::string& context = "");
 
 }  // namespace tandem::data

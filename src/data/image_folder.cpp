@@ -2,20 +2,14 @@
 // it: classes are the sub-folders in sorted order, files are listed once when the pipeline is
 // built, and each pass reads them (the bytes; decode_image decodes).
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 
-#include "data/file_io.h"
+#include "core/files.h"
+#include "core/text.h"
 #include "data/nodes.h"
 
 namespace tandem::data {
 namespace {
-
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
 
 class ImageFolderNode final : public Node {
  public:
@@ -75,7 +69,8 @@ class ImageFolderNode final : public Node {
           const auto& path = node_.files_[index];
           Tensor bytes;
           try {
-            bytes = read_whole_file(*path, "it was listed when the pipeline was built");
+            bytes = read_whole_file_tensor(
+                *path, {.context = "it was listed when the pipeline was built"});
           } catch (const IoError& error) {
             if (node_.on_error_ == OnError::raise) throw;
             self_.record_skip(error.what());

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "data/crc32c.h"
+#include "core/crc32c.h"
 #include "data/file_io.h"
 #include "data/nodes.h"
 

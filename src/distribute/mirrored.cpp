@@ -4,9 +4,9 @@
 // batch (on GPUs their kernels overlap, launches being asynchronous), sums their weighted
 // gradients across the group, applies the update once on replica 0 and copies the result to the
 // other replicas, so every replica holds identical weights.
+#include "core/tensor_copy.h"
 #include "distribute/collective.h"
 #include "distribute/replication.h"
-#include "nn/tensor_copy.h"
 #include "tandem/autodiff.h"
 #include "tandem/distribute.h"
 #include "tandem/ops.h"
@@ -33,11 +33,11 @@ class HostGroup final : public ReplicaGroup {
     for (std::size_t k = 1; k < flats.size(); ++k)
       sum = add(sum, flats[k]);
     for (const Tensor& flat : flats)
-      nn::detail::copy_into(flat, sum, "Mirrored all-reduce");
+      tandem::detail::copy_into(flat, sum, "Mirrored all-reduce");
   }
   void broadcast(const std::vector<Tensor>& flats) override {
     for (std::size_t k = 1; k < flats.size(); ++k) {
-      nn::detail::copy_into(flats[k], flats.front(), "Mirrored broadcast");
+      tandem::detail::copy_into(flats[k], flats.front(), "Mirrored broadcast");
     }
   }
   std::string name() const override { return "host memory"; }
@@ -185,8 +185,8 @@ class MirroredDistribution final : public train::detail::Distribution {
     const std::vector<Tensor> deltas =
         unpack(flats.front(), statistics_, all_indices(statistics_.size()));
     for (std::size_t j = 0; j < statistics_.size(); ++j) {
-      nn::detail::copy_into(statistics_[j], add(before[j], deltas[j]),
-                            "Mirrored: averaging " + statistics_[j].name());
+      tandem::detail::copy_into(statistics_[j], add(before[j], deltas[j]),
+                                "Mirrored: averaging " + statistics_[j].name());
     }
   }
 
@@ -200,7 +200,7 @@ class MirroredDistribution final : public train::detail::Distribution {
     for (std::size_t k = 1; k < copies_.size(); ++k) {
       const std::vector<Tensor> values = unpack(flats[k], copies_[k], indices);
       for (std::size_t j = 0; j < values.size(); ++j) {
-        nn::detail::copy_into(copies_[k][j], values[j], "Mirrored: replica weights");
+        tandem::detail::copy_into(copies_[k][j], values[j], "Mirrored: replica weights");
       }
     }
   }

@@ -7,10 +7,10 @@
 #include <list>
 #include <thread>
 
+#include "core/tensor_copy.h"
 #include "distribute/collective.h"
 #include "distribute/mpi_world.h"
 #include "distribute/replication.h"
-#include "nn/tensor_copy.h"
 #include "ops/backend.h"
 #include "tandem/autodiff.h"
 #include "tandem/distribute.h"
@@ -225,8 +225,8 @@ class BucketedReduction final : public train::detail::ReplicaStep {
       indices[j] = j;
     const std::vector<Tensor> deltas = unpack(statistics_flat_, statistics, indices);
     for (std::size_t j = 0; j < statistics.size(); ++j) {
-      nn::detail::copy_into(statistics[j], add(statistics_before_[j], deltas[j]),
-                            "MultiWorker: averaging " + statistics[j].name());
+      tandem::detail::copy_into(statistics[j], add(statistics_before_[j], deltas[j]),
+                                "MultiWorker: averaging " + statistics[j].name());
     }
   }
 
@@ -342,7 +342,7 @@ class MultiWorkerDistribution final : public train::detail::Distribution {
   // Every worker's predictions for its share, in batch order, so the loss and metrics of the
   // logs cover the whole global batch.
   Tensor gather_predictions(const Tensor& y_pred, const Share& share, std::int64_t batch) {
-    const Tensor local = nn::detail::rows(y_pred.to(Device::cpu()), 0, share.count).clone();
+    const Tensor local = tandem::detail::rows(y_pred.to(Device::cpu()), 0, share.count).clone();
     const std::size_t row_bytes =
         y_pred.dim(0) > 0 ? y_pred.nbytes() / static_cast<std::size_t>(y_pred.dim(0)) : 0;
     std::vector<std::size_t> bytes_per_rank;
@@ -372,7 +372,7 @@ class MultiWorkerDistribution final : public train::detail::Distribution {
       world_.broadcast(host.raw_data(), host.nbytes(), options_.collective_timeout_seconds,
                        "the broadcast of rank 0's initial weights");
       if (host.raw_data() != weight.raw_data()) {
-        nn::detail::copy_into(weight, host, "MultiWorker: rank 0's weights");
+        tandem::detail::copy_into(weight, host, "MultiWorker: rank 0's weights");
       }
     }
   }

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "nn/tensor_copy.h"
+#include "core/tensor_copy.h"
 #include "tandem/autodiff.h"
 #include "tandem/ops.h"
 #include "tandem/runtime.h"
@@ -146,7 +146,7 @@ std::vector<std::pair<std::string, std::string>> describe_run(const nn::Model& m
 Tensor replica_rows(const Tensor& batch, const Share& share, Device device) {
   const std::int64_t count = share.count > 0 ? share.count : 1;
   const std::int64_t start = share.count > 0 ? share.start : 0;
-  return nn::detail::rows(batch, start, count).to(device);
+  return tandem::detail::rows(batch, start, count).to(device);
 }
 
 void OneDeviceDistribution::prepare(nn::Model& model, const data::Dataset&, int) {

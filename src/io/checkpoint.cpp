@@ -16,10 +16,11 @@
 #include <set>
 #include <thread>
 
+#include "core/files.h"
+#include "core/tensor_copy.h"
 #include "io/file_io.h"
 #include "io/format_util.h"
 #include "io/weight_match.h"
-#include "nn/tensor_copy.h"
 #include "tandem/io.h"
 #include "tandem/runtime.h"
 
@@ -212,7 +213,8 @@ struct LoadedCheckpoint {
 
 json read_state(const std::string& folder) {
   const std::string what = (fs::path(folder) / kStateFile).string();
-  return detail::open_sealed_json(detail::read_file(what), what);
+  return detail::open_sealed_json(read_whole_file(what, {.max_bytes = detail::kMaxJsonFileBytes}),
+                                  what);
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& folder) {
@@ -226,7 +228,7 @@ LoadedCheckpoint load_checkpoint(const std::string& folder) {
     if (!files.contains(name)) {
       throw IoError(state_path + " lists no " + name + "; the checkpoint is damaged");
     }
-    const detail::Bytes bytes = detail::read_file(path);
+    const detail::Bytes bytes = read_whole_file(path, {.max_bytes = detail::kMaxWeightsFileBytes});
     try {
       detail::check_file_record(bytes, files.at(name), path);
     } catch (const json::exception& error) {
@@ -438,7 +440,7 @@ CheckpointInfo restore_checkpoint(const std::string& path, nn::Model& model) {
       throw InvalidArgument("checkpoint " + folder + " does not fit the model: " + mismatch.what());
     }
     for (const auto& [name, weight] : weights)
-      nn::detail::copy_into(weight, *loaded.weights.find(name), "restore_checkpoint: " + name);
+      tandem::detail::copy_into(weight, *loaded.weights.find(name), "restore_checkpoint: " + name);
     default_generator() = restored_generator(state.at("rng").at("default"));
     for (auto& [live, saved] : generators)
       *live = saved;

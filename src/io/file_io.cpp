@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "core/files.h"
 #include "tandem/error.h"
 
 namespace tandem::io::detail {
@@ -44,28 +45,12 @@ std::optional<std::size_t> bytes_allowed(std::size_t wanted, int& error) {
   return allowed;
 }
 
-// Closes a descriptor when the scope ends unless it was closed (and checked) already.
-class Descriptor {
- public:
-  explicit Descriptor(int descriptor) : descriptor_(descriptor) {}
-  ~Descriptor() {
-    if (descriptor_ >= 0) ::close(descriptor_);
+// close(2), checked: NFS and some file systems report write errors only here.
+void close_checked(FileDescriptor& descriptor, const std::string& path) {
+  if (::close(descriptor.release()) != 0) {
+    throw IoError("cannot finish writing " + path + ": " + describe_errno(errno));
   }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return descriptor_; }
-  // close(2), checked: NFS and some file systems report write errors only here.
-  void close(const std::string& path) {
-    const int descriptor = descriptor_;
-    descriptor_ = -1;
-    if (::close(descriptor) != 0) {
-      throw IoError("cannot finish writing " + path + ": " + describe_errno(errno));
-    }
-  }
-
- private:
-  int descriptor_;
-};
+}
 
 std::string parent_of(const std::string& path) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
@@ -93,30 +78,6 @@ std::string describe_errno(int error) {
   }
 }
 
-Bytes read_file(const std::string& path) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error)) {
-    throw IoError(path + " is a folder, not a file");
-  }
-  Descriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (file.get() < 0) throw IoError("cannot open " + path + ": " + describe_errno(errno));
-  struct stat status {};
-  if (::fstat(file.get(), &status) != 0) {
-    throw IoError("cannot read " + path + ": " + describe_errno(errno));
-  }
-  Bytes bytes(static_cast<std::size_t>(status.st_size));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t got = ::read(file.get(), bytes.data() + done, bytes.size() - done);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw IoError("cannot read " + path + ": " + describe_errno(errno));
-    if (got == 0) break;  // the file shrank while we read it
-    done += static_cast<std::size_t>(got);
-  }
-  bytes.resize(done);
-  return bytes;
-}
-
 void write_all(int descriptor, std::span<const std::uint8_t> bytes, const std::string& path) {
   std::size_t done = 0;
   while (done < bytes.size()) {
@@ -136,14 +97,14 @@ void write_all(int descriptor, std::span<const std::uint8_t> bytes, const std::s
 }
 
 void write_file_durably(const std::string& path, std::span<const std::uint8_t> bytes) {
-  Descriptor file(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  FileDescriptor file(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (file.get() < 0) throw IoError("cannot create " + path + ": " + describe_errno(errno));
   try {
     write_all(file.get(), bytes, path);
     if (::fsync(file.get()) != 0) {
       throw IoError("cannot flush " + path + " to the disk: " + describe_errno(errno));
     }
-    file.close(path);
+    close_checked(file, path);
   } catch (const IoError&) {
     std::remove(path.c_str());
     throw;
@@ -163,14 +124,14 @@ void write_file_atomically(const std::string& path, std::span<const std::uint8_t
 }
 
 void sync_directory(const std::string& path) {
-  Descriptor directory(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  FileDescriptor directory(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (directory.get() < 0) {
     throw IoError("cannot open the folder " + path + ": " + describe_errno(errno));
   }
   if (::fsync(directory.get()) != 0) {
     throw IoError("cannot flush the folder " + path + " to the disk: " + describe_errno(errno));
   }
-  directory.close(path);
+  close_checked(directory, path);
 }
 
 void rename_path(const std::string& from, const std::string& to, const std::string& what) {

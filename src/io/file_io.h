@@ -1,5 +1,5 @@
 #pragma once
-// Durable files for checkpoints and saved models: whole-file reads, writes that reach the disk
+// Durable files for checkpoints and saved models: read bounds, writes that reach the disk
 // (write, fsync, close, each checked), atomic replacement (temporary file, fsync, rename, fsync
 // of the folder), folder locks, and a fault-injection seam so tests can make a write fail the
 // way a full disk does without needing one. Every failure is an IoError naming the file, what
@@ -14,8 +14,10 @@ namespace tandem::io::detail {
 
 using Bytes = std::vector<std::uint8_t>;
 
-// The whole file; throws IoError for a missing file, a folder or a read error.
-Bytes read_file(const std::string& path);
+// Bounds for whole-file reads (read_whole_file of core/files.h): JSON (architectures, checkpoint
+// states) is small, weights may be large.
+inline constexpr std::uint64_t kMaxJsonFileBytes = std::uint64_t{256} << 20;    // 256 MiB
+inline constexpr std::uint64_t kMaxWeightsFileBytes = std::uint64_t{64} << 30;  // 64 GiB
 
 // Writes `bytes` to a new or truncated file and fsyncs it. On failure the partial file is
 // removed and IoError says why (ENOSPC: the disk is full).

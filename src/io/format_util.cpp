@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "data/crc32c.h"
+#include "core/crc32c.h"
 #include "tandem/error.h"
 
 namespace tandem::io::detail {
@@ -16,7 +16,7 @@ std::string hex32(std::uint32_t value) {
 }
 
 std::string crc32c_hex(std::span<const std::uint8_t> bytes) {
-  return hex32(data::crc32c(bytes));
+  return hex32(crc32c(bytes));
 }
 
 namespace {

@@ -12,7 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "data/crc32c.h"
+#include "core/crc32c.h"
+#include "core/files.h"
 #include "io/file_io.h"
 #include "io/format_util.h"
 #include "tandem/io.h"
@@ -180,7 +181,7 @@ std::vector<std::uint8_t> encode_safetensors(const NamedTensors& tensors,
   nlohmann::ordered_json& meta = header[kMetadataKey] = nlohmann::ordered_json::object();
   for (const auto& [key, value] : metadata)
     meta[key] = value;
-  meta[kDataChecksumKey] = detail::hex32(data::crc32c(data));
+  meta[kDataChecksumKey] = detail::hex32(crc32c(data));
   offset = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& tensor = host[i];
@@ -268,7 +269,7 @@ Safetensors decode_safetensors(std::span<const std::uint8_t> bytes, const std::s
   }
   if (const auto recorded = result.metadata.find(kDataChecksumKey);
       recorded != result.metadata.end()) {
-    const std::string actual = detail::hex32(data::crc32c(data));
+    const std::string actual = detail::hex32(crc32c(data));
     if (recorded->second != actual) {
       fail(what, "the data's CRC-32C is " + actual + " but the header records " + recorded->second +
                      "; the file is corrupt");
@@ -300,7 +301,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 }
 
 Safetensors load_safetensors(const std::string& path) {
-  const detail::Bytes bytes = detail::read_file(path);
+  const detail::Bytes bytes = read_whole_file(path, {.max_bytes = detail::kMaxWeightsFileBytes});
   return decode_safetensors(bytes, path);
 }
 

@@ -6,11 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/files.h"
+#include "core/tensor_copy.h"
 #include "io/file_io.h"
 #include "io/format_util.h"
 #include "io/weight_match.h"
 #include "nn/model_state.h"
-#include "nn/tensor_copy.h"
 #include "tandem/io.h"
 #include "tandem/runtime.h"
 
@@ -111,7 +112,8 @@ json read_architecture(const std::string& directory) {
   if (!fs::exists(path, error)) {
     throw IoError(directory + " has no " + kArchitectureFile + "; it is not a saved Tandem model");
   }
-  json architecture = detail::open_sealed_json(detail::read_file(path), path);
+  json architecture = detail::open_sealed_json(
+      read_whole_file(path, {.max_bytes = detail::kMaxJsonFileBytes}), path);
   try {
     if (architecture.at("format") != kFormat) {
       throw IoError(path + ": not a Tandem model (format " + architecture.at("format").dump() +
@@ -233,7 +235,8 @@ nn::Model load_model(const std::string& directory) {
   const std::string weights_path = (fs::path(directory) / kWeightsFile).string();
   const json architecture = read_architecture(directory);
   try {
-    const detail::Bytes bytes = detail::read_file(weights_path);
+    const detail::Bytes bytes =
+        read_whole_file(weights_path, {.max_bytes = detail::kMaxWeightsFileBytes});
     detail::check_file_record(bytes, architecture.at("weights"), weights_path);
     const Safetensors stored = decode_safetensors(bytes, weights_path);
     nn::Model model = build_model(architecture, architecture_path);
@@ -249,7 +252,7 @@ nn::Model load_model(const std::string& directory) {
       }
     }
     for (const auto& [name, weight] : weights)
-      nn::detail::copy_into(weight, *stored.find(name), "load_model: " + name);
+      tandem::detail::copy_into(weight, *stored.find(name), "load_model: " + name);
     return model;
   } catch (const json::exception& failure) {
     throw IoError(architecture_path + ": a member is missing or mistyped (" + failure.what() +

@@ -6,8 +6,8 @@
 #include <cctype>
 #include <set>
 
+#include "core/tensor_copy.h"
 #include "io/weight_match.h"
-#include "nn/tensor_copy.h"
 #include "tandem/io.h"
 #include "tandem/ops.h"
 
@@ -188,7 +188,7 @@ class Importer {
           "layers explicitly with TorchImportOptions::modules");
     }
     for (const auto& [target, value] : assignments_)
-      nn::detail::copy_into(target, value, "import_torch_weights: " + target.name());
+      tandem::detail::copy_into(target, value, "import_torch_weights: " + target.name());
   }
 
  private:

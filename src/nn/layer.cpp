@@ -2,8 +2,8 @@
 #include <map>
 #include <mutex>
 
+#include "core/tensor_copy.h"
 #include "nn/layer_util.h"
-#include "nn/tensor_copy.h"
 #include "tandem/nn.h"
 #include "tandem/ops.h"
 
@@ -226,8 +226,8 @@ void Layer::set_weights(const std::vector<Tensor>& values) const {
                           "), got " + std::to_string(values.size()));
   }
   for (std::size_t i = 0; i < values.size(); ++i) {
-    detail::copy_into(current[i], values[i],
-                      describe(impl()) + ".set_weights: " + current[i].name());
+    tandem::detail::copy_into(current[i], values[i],
+                              describe(impl()) + ".set_weights: " + current[i].name());
   }
 }
 

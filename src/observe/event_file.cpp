@@ -13,7 +13,7 @@
 #include <iostream>
 #include <set>
 
-#include "data/crc32c.h"
+#include "core/crc32c.h"
 #include "tandem/error.h"
 
 namespace tandem::observe {
@@ -82,9 +82,9 @@ void append_tfrecord(std::string& out, std::string_view data) {
   const std::uint64_t length = data.size();
   for (int i = 0; i < 8; ++i)
     header[i] = static_cast<char>((length >> (8 * i)) & 0xFFu);
-  put_u32(header + 8, data::mask_crc(data::crc32c(bytes_of(header, 8))));
+  put_u32(header + 8, mask_crc(crc32c(bytes_of(header, 8))));
   char footer[4];
-  put_u32(footer, data::mask_crc(data::crc32c(bytes_of(data.data(), data.size()))));
+  put_u32(footer, mask_crc(crc32c(bytes_of(data.data(), data.size()))));
   out.append(header, sizeof header);
   out.append(data);
   out.append(footer, sizeof footer);

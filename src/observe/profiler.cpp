@@ -303,39 +303,32 @@ std::string inputs_text(const std::vector<TensorMeta>& inputs) {
 
 }  // namespace
 
-// ---- TraceScope ----
-
-TraceScope::TraceScope(SpanKind kind, std::string_view label) : kind_(kind) {
-  if (!detail::profiling.load(std::memory_order_relaxed)) return;
-  recording_ = true;
-  label_ = label;
-  if (detail::is_phase(kind)) detail::thread_state().phases.push_back(detail::phase_of(kind));
-  start_ns_ = detail::now_ns();
-}
-
-TraceScope::~TraceScope() {
-  if (!recording_) return;
-  const std::int64_t end = detail::now_ns();
-  if (detail::is_phase(kind_)) detail::thread_state().phases.pop_back();
-  detail::record_span(kind_, label_.empty() ? span_name(kind_) : std::move(label_), start_ns_, end);
-}
+// ---- Spans (tandem/spans.h) ----
 
 namespace {
-thread_local double last_wait_seconds = 0.0;
+
+// The span observer while a profiler runs: keeps the thread's open phases, so its ops are
+// attributed to the innermost one, and records each span as it closes.
+class SpanHook final : public SpanObserver {
+ public:
+  std::int64_t span_begin(SpanKind kind) override {
+    if (detail::is_phase(kind)) detail::thread_state().phases.push_back(detail::phase_of(kind));
+    return detail::now_ns();
+  }
+
+  void span_end(SpanKind kind, std::string label, std::int64_t start_ns) override {
+    const std::int64_t end = detail::now_ns();
+    if (detail::is_phase(kind)) detail::thread_state().phases.pop_back();
+    detail::record_span(kind, label.empty() ? span_name(kind) : std::move(label), start_ns, end);
+  }
+};
+
+SpanHook& span_hook() {
+  static SpanHook hook;
+  return hook;
+}
+
 }  // namespace
-
-std::optional<data::Batch> next_batch(data::BatchIterator& batches) {
-  TraceScope wait(SpanKind::input_wait);
-  const auto start = std::chrono::steady_clock::now();
-  std::optional<data::Batch> batch = batches.next();
-  last_wait_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return batch;
-}
-
-double last_input_wait_seconds() {
-  return last_wait_seconds;
-}
 
 // ---- Profiler ----
 
@@ -361,10 +354,12 @@ void Profiler::start() {
   impl_->running = true;
   add_op_observer(&detail::hook());
   detail::profiling.store(true);
+  set_span_observer(&span_hook());
 }
 
 void Profiler::stop() {
   if (!impl_->running) return;
+  set_span_observer(nullptr);
   detail::profiling.store(false);
   remove_op_observer(&detail::hook());
   detail::recorder_slot().store(nullptr);

@@ -5,10 +5,10 @@
 #include <iomanip>
 #include <sstream>
 
-#include "observe/progress_bar.h"
 #include "tandem/autodiff.h"
 #include "tandem/nn.h"
 #include "tandem/observe.h"
+#include "train/progress_bar.h"
 
 namespace tandem::observe {
 namespace {
@@ -151,7 +151,7 @@ void TensorBoard::on_train_begin(const train::Logs&) {
 
 void TensorBoard::on_epoch_begin(int, const train::Logs&) {
   state_->epoch = {};
-  state_->previous_step_end = steady_seconds();
+  state_->previous_step_end = train::detail::steady_seconds();
 }
 
 void TensorBoard::on_train_batch_begin(std::int64_t, const train::Logs&) {
@@ -163,7 +163,7 @@ void TensorBoard::on_train_batch_begin(std::int64_t, const train::Logs&) {
 
 void TensorBoard::on_train_batch_end(std::int64_t batch, const train::Logs& logs) {
   State& state = *state_;
-  const double now = steady_seconds();
+  const double now = train::detail::steady_seconds();
   const double seconds = now - state.previous_step_end;
   state.previous_step_end = now;
   // The examples of this step: the batch size, except for a short last batch.

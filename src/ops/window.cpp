@@ -1,8 +1,9 @@
 #include "ops/window.h"
 
 #include <algorithm>
-#include <cctype>
 #include <string>
+
+#include "core/text.h"
 
 namespace tandem {
 namespace {
@@ -98,11 +99,9 @@ const char* padding_name(Padding padding) {
 }
 
 Padding parse_padding(const std::string& text) {
-  std::string lower = text;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-  if (lower == "valid") return Padding::valid;
-  if (lower == "same") return Padding::same;
+  const std::string key = lower(text);
+  if (key == "valid") return Padding::valid;
+  if (key == "same") return Padding::same;
   throw InvalidArgument("unknown padding \"" + text + "\"; choose \"valid\" or \"same\"");
 }
 

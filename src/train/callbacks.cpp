@@ -4,10 +4,10 @@
 #include <iostream>
 #include <limits>
 
-#include "nn/tensor_copy.h"
-#include "observe/progress_bar.h"
+#include "core/tensor_copy.h"
 #include "tandem/nn.h"
 #include "tandem/train.h"
+#include "train/progress_bar.h"
 
 namespace tandem::train {
 namespace {
@@ -40,14 +40,14 @@ void History::on_train_begin(const Logs&) {
 }
 
 void History::on_epoch_begin(int, const Logs&) {
-  epoch_start_ = observe::steady_seconds();
+  epoch_start_ = detail::steady_seconds();
   step_seconds_.emplace_back();
   step_examples_.emplace_back();
   step_input_wait_seconds_.emplace_back();
 }
 
 void History::on_epoch_end(int epoch, const Logs& logs) {
-  epoch_seconds_.push_back(observe::steady_seconds() - epoch_start_);
+  epoch_seconds_.push_back(detail::steady_seconds() - epoch_start_);
   epochs_.push_back(epoch);
   for (const auto& [key, value] : logs)
     history_[key].push_back(value);
@@ -169,8 +169,8 @@ void EarlyStopping::on_epoch_end(int epoch, const Logs& logs) {
     if (restore_best_weights_ && !best_weights_.empty()) {
       const std::vector<Tensor> weights = model.weights();
       for (std::size_t i = 0; i < weights.size(); ++i) {
-        nn::detail::copy_into(weights[i], best_weights_[i],
-                              "EarlyStopping: restoring " + weights[i].name());
+        tandem::detail::copy_into(weights[i], best_weights_[i],
+                                  "EarlyStopping: restoring " + weights[i].name());
       }
     }
   }
@@ -225,7 +225,7 @@ struct ProgressBar::State {
   std::ostream* out;
   bool interactive;
   double interval_seconds;
-  std::unique_ptr<observe::ProgressBar> bar;
+  std::unique_ptr<detail::ProgressBar> bar;
   std::int64_t steps_done = 0;
 };
 
@@ -233,7 +233,7 @@ ProgressBar::ProgressBar(int verbose, std::ostream* out, std::optional<bool> int
                          double interval_seconds)
     : state_(std::make_unique<State>(
           State{verbose, out != nullptr ? out : &std::cout,
-                interactive.value_or(out == nullptr && observe::stdout_is_terminal()),
+                interactive.value_or(out == nullptr && detail::stdout_is_terminal()),
                 interval_seconds, nullptr})) {
   if (verbose < 0 || verbose > 2) {
     throw InvalidArgument("ProgressBar: verbose must be 0, 1 or 2, got " + std::to_string(verbose));
@@ -247,8 +247,8 @@ void ProgressBar::on_epoch_begin(int epoch, const Logs&) {
   if (state.verbose == 0) return;
   *state.out << "Epoch " << epoch + 1 << '/' << params().epochs
              << '\n';  // as Keras, even for one epoch
-  state.bar = std::make_unique<observe::ProgressBar>(params().steps, state.verbose, *state.out,
-                                                     state.interactive, state.interval_seconds);
+  state.bar = std::make_unique<detail::ProgressBar>(params().steps, state.verbose, *state.out,
+                                                    state.interactive, state.interval_seconds);
   state.steps_done = 0;
 }
 

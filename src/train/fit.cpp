@@ -5,12 +5,13 @@
 #include <cmath>
 #include <iostream>
 
+#include "core/tensor_copy.h"
 #include "nn/model_state.h"
-#include "nn/tensor_copy.h"
 #include "tandem/autodiff.h"
 #include "tandem/data.h"
 #include "tandem/nn.h"
-#include "tandem/observe.h"
+#include "tandem/spans.h"
+#include "tandem/train.h"
 #include "train/distribution.h"
 
 namespace tandem::nn {
@@ -133,12 +134,12 @@ std::pair<Tensor, Tensor> train_step(Model& model, Model::State& state, const Te
   {
     GradientTape tape;
     {
-      observe::TraceScope forward(observe::SpanKind::forward);
+      SpanScope forward(SpanKind::forward);
       y_pred = model.call(x, /*training=*/true);
       loss = (*state.loss)(y, y_pred);
     }
     if (variables.empty()) variables = model.trainable_weights();
-    observe::TraceScope backward(observe::SpanKind::backward);
+    SpanScope backward(SpanKind::backward);
     // Under loss scaling (mixed_float16) the gradients are of the scaled loss; the optimizer
     // divides them by the scale again.
     gradients = tape.gradient(state.optimizer->scale_loss(loss), variables, {}, false,
@@ -148,7 +149,7 @@ std::pair<Tensor, Tensor> train_step(Model& model, Model::State& state, const Te
   if (replica != nullptr && !replica->reduce(gradients, variables)) {
     return {std::move(y_pred), std::move(loss)};
   }
-  observe::TraceScope optimizer(observe::SpanKind::optimizer);
+  SpanScope optimizer(SpanKind::optimizer);
   state.optimizer->apply_gradients(gradients, variables);
   return {std::move(y_pred), std::move(loss)};
 }
@@ -326,7 +327,7 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
     }
     std::int64_t step = skipped;
     double step_start = now_seconds();
-    while (std::optional<data::Batch> batch = observe::next_batch(*batches)) {
+    while (std::optional<data::Batch> batch = train::next_batch(*batches)) {
       const double input_wait = now_seconds() - step_start;
       for (const auto& callback : callbacks)
         callback->on_train_batch_begin(step, logs);
@@ -444,13 +445,14 @@ Tensor Model::predict(const Tensor& x, std::int64_t batch_size) {
   Tensor predictions;  // (N, ...)
   for (std::int64_t start = 0; start < total; start += batch_size) {
     const std::int64_t count = std::min(batch_size, total - start);
-    const Tensor y = call(detail::rows(input, start, count), /*training=*/false);
+    const Tensor y = call(tandem::detail::rows(input, start, count), /*training=*/false);
     if (!predictions.defined()) {
       Shape shape = y.shape();
       shape[0] = total;
       predictions = Tensor::empty(shape, y.dtype(), y.device());
     }
-    detail::copy_into(detail::rows(predictions, start, count), y, label(*state_) + ".predict");
+    tandem::detail::copy_into(tandem::detail::rows(predictions, start, count), y,
+                              label(*state_) + ".predict");
   }
   return predictions;
 }

@@ -1,19 +1,13 @@
 // Losses (keras.losses): cross-entropies from logits or probabilities and mean squared error,
 // each averaged over the batch.
 #include <algorithm>
-#include <cctype>
 
+#include "core/text.h"
 #include "tandem/ops.h"
 #include "tandem/train.h"
 
 namespace tandem::train {
 namespace {
-
-std::string lowercase(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-  return text;
-}
 
 void require_scores(const char* loss, const Tensor& y_pred) {
   if (y_pred.rank() < 2 || !is_floating(y_pred.dtype())) {
@@ -52,7 +46,7 @@ Tensor as_rows(const Tensor& y_pred) {
 }  // namespace
 
 std::shared_ptr<Loss> Loss::from_name(const std::string& name) {
-  const std::string key = lowercase(name);
+  const std::string key = lower(name);
   if (key == "sparse_categorical_crossentropy") {
     return std::make_shared<SparseCategoricalCrossentropy>();
   }

@@ -1,9 +1,9 @@
 // Metrics (keras.metrics): accuracies counted on the host from arg-max indices (one small op and
 // a copy of N integers per batch), and the running mean fit uses for the loss.
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 
+#include "core/text.h"
 #include "tandem/autodiff.h"
 #include "tandem/ops.h"
 #include "tandem/train.h"
@@ -61,9 +61,7 @@ Matches categorical_matches(const std::string& metric, const Tensor& y_true, con
 }  // namespace
 
 std::shared_ptr<Metric> Metric::from_name(const std::string& name) {
-  std::string key = name;
-  std::transform(key.begin(), key.end(), key.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  const std::string key = lower(name);
   if (key == "accuracy" || key == "acc") return std::make_shared<Accuracy>();
   if (key == "sparse_categorical_accuracy") return std::make_shared<SparseCategoricalAccuracy>();
   if (key == "categorical_accuracy") return std::make_shared<CategoricalAccuracy>();

@@ -1,9 +1,9 @@
 // Optimizers (keras.optimizers): per-variable slots created on first use, gradient clipping by
 // global norm and gradient accumulation, then the in-place update ops on the variables' device.
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 
+#include "core/text.h"
 #include "tandem/autodiff.h"
 #include "tandem/ops.h"
 #include "tandem/train.h"
@@ -75,9 +75,7 @@ Optimizer::Optimizer(LearningRate learning_rate, OptimizerOptions options, int n
 Optimizer::~Optimizer() = default;
 
 std::shared_ptr<Optimizer> Optimizer::from_name(const std::string& name) {
-  std::string key = name;
-  std::transform(key.begin(), key.end(), key.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  const std::string key = lower(name);
   if (key == "sgd") return std::make_shared<SGD>();
   if (key == "adam") return std::make_shared<Adam>();
   if (key == "adamw") return std::make_shared<AdamW>();

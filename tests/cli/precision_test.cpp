@@ -1,8 +1,6 @@
 // `tandem train --precision`, --memory-limit and --find-max-batch.
 #include <gtest/gtest.h>
 
-#include <sstream>
-
 #include "cli/cli_runner.h"
 #include "cli/precision_options.h"
 #include "tandem/error.h"
@@ -22,30 +20,6 @@ TEST(PrecisionOptions, MemorySizesParse) {
   EXPECT_EQ(cli::policy_name("bf16"), "mixed_bfloat16");
   EXPECT_EQ(cli::policy_name("fp16"), "mixed_float16");
   EXPECT_EQ(cli::policy_name("fp32"), "float32");
-}
-
-// The search against a device that fits `limit` examples: from below, from above, capped.
-TEST(PrecisionOptions, FindMaxBatchFindsTheLargestThatFits) {
-  for (const std::int64_t limit : {1, 77, 100, 1000}) {
-    for (const std::int64_t first : {1, 32, 200}) {
-      int trials = 0;
-      const auto fits = [&](std::int64_t batch) {
-        ++trials;
-        return batch <= limit;
-      };
-      EXPECT_EQ(cli::find_max_batch(first, 5000, fits, nullptr), limit)
-          << "limit " << limit << ", first " << first;
-      EXPECT_LE(trials, 30);
-    }
-  }
-  std::ostringstream log;
-  EXPECT_EQ(cli::find_max_batch(
-                32, 50, [](std::int64_t) { return true; }, &log),
-            50);
-  EXPECT_NE(log.str().find("batch size 50: fits"), std::string::npos) << log.str();
-  EXPECT_THROW(cli::find_max_batch(
-                   8, 100, [](std::int64_t) { return false; }, nullptr),
-               Error);
 }
 
 TEST(PrecisionOptions, BadValuesAreUsageErrors) {

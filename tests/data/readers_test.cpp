@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data/crc32c.h"
+#include "core/crc32c.h"
 #include "data/idx_files.h"
 #include "support/errors.h"
 #include "tandem/image.h"

@@ -18,6 +18,20 @@ void expect_contains(const std::string& text, const std::string& part) {
   EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
 }
 
+// The host CPU, as a library user gets it (`tandem devices` prints the same).
+TEST(CpuDiscovery, DescribesThisMachine) {
+  const distribute::CpuInfo cpu = distribute::probe_cpu();
+  EXPECT_GT(cpu.threads, 0);
+  EXPECT_GT(cpu.threads_available, 0);
+  EXPECT_LE(cpu.threads_available, cpu.threads);
+  EXPECT_GT(cpu.memory_total_bytes, 0);
+  EXPECT_LE(cpu.memory_available_bytes, cpu.memory_total_bytes);
+#if defined(__x86_64__)
+  EXPECT_FALSE(cpu.vendor.empty());
+  EXPECT_FALSE(cpu.features.empty());
+#endif
+}
+
 // A PCI function as sysfs shows it: a folder with vendor, device and class files.
 void add_pci_function(const ScratchDir& sysfs, const std::string& address,
                       const std::string& vendor, const std::string& device,

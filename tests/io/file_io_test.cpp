@@ -7,6 +7,7 @@
 
 #include <cerrno>
 
+#include "core/files.h"
 #include "io/file_io.h"
 #include "io/io_support.h"
 
@@ -50,7 +51,7 @@ TEST(FileIo, AFullDiskDuringAnAtomicWriteLeavesThePreviousFile) {
     EXPECT_NE(message.find("ENOSPC"), std::string::npos) << message;
     EXPECT_NE(message.find("state.json"), std::string::npos) << message;
   }
-  const io::detail::Bytes kept = io::detail::read_file(path);
+  const std::vector<std::uint8_t> kept = read_whole_file(path);
   EXPECT_EQ(std::string(kept.begin(), kept.end()), "old contents");
   EXPECT_TRUE(testing::hidden_entries(scratch.path()).empty()) << "a temporary file was left";
 }
@@ -60,7 +61,7 @@ TEST(FileIo, AtomicWritesReplaceTheWholeFile) {
   const std::string path = scratch.file("f");
   io::detail::write_file_atomically(path, bytes_of("a much longer first version"));
   io::detail::write_file_atomically(path, bytes_of("short"));
-  const io::detail::Bytes read = io::detail::read_file(path);
+  const std::vector<std::uint8_t> read = read_whole_file(path);
   EXPECT_EQ(std::string(read.begin(), read.end()), "short");
 }
 
@@ -85,16 +86,6 @@ TEST(FileIo, ASecondLockOnAFolderIsRefusedNamingTheHolder) {
       io_error_of([&] { io::detail::DirectoryLock second(scratch.path().string()); });
   EXPECT_NE(message.find("in use by another Tandem process"), std::string::npos) << message;
   EXPECT_NE(message.find("pid " + std::to_string(::getpid())), std::string::npos) << message;
-}
-
-TEST(FileIo, ReadingAFolderOrAMissingFileSaysSo) {
-  ScratchDir scratch;
-  EXPECT_NE(
-      io_error_of([&] { io::detail::read_file(scratch.path().string()); }).find("is a folder"),
-      std::string::npos);
-  EXPECT_NE(
-      io_error_of([&] { io::detail::read_file(scratch.file("none")); }).find("check the path"),
-      std::string::npos);
 }
 
 }  // namespace

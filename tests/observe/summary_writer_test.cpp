@@ -11,7 +11,7 @@
 #include <regex>
 #include <thread>
 
-#include "data/crc32c.h"
+#include "core/crc32c.h"
 #include "data/idx_files.h"
 #include "observe/event_decoder.h"
 #include "observe/event_file.h"
@@ -32,7 +32,7 @@ std::string bytes_from(std::initializer_list<int> values) {
 }
 
 std::uint32_t library_crc(const std::string& data) {
-  return data::crc32c({reinterpret_cast<const std::uint8_t*>(data.data()), data.size()});
+  return crc32c({reinterpret_cast<const std::uint8_t*>(data.data()), data.size()});
 }
 
 // RFC 3720 (iSCSI), appendix B.4, and the CRC catalogue's check value.

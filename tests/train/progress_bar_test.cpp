@@ -4,9 +4,9 @@
 
 #include <sstream>
 
-#include "observe/progress_bar.h"
+#include "train/progress_bar.h"
 
-namespace tandem::observe {
+namespace tandem::train::detail {
 namespace {
 
 const std::map<std::string, double> kLogs{{"loss", 0.5123}, {"accuracy", 0.8213}};
@@ -100,4 +100,4 @@ TEST(ProgressBar, Formats) {
 }
 
 }  // namespace
-}  // namespace tandem::observe
+}  // namespace tandem::train::detail

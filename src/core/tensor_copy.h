@@ -7,7 +7,7 @@
 
 #include "tandem/tensor.h"
 
-namespace tandem::nn::detail {
+namespace tandem::detail {
 
 // Copies src's elements into dst's storage. Shapes and dtypes must match (what names the caller
 // and both shapes on mismatch); src is moved to dst's device first.
@@ -16,4 +16,4 @@ void copy_into(const Tensor& dst, const Tensor& src, const std::string& what);
 // Rows [start, start + count) of x (N, ...), sharing x's storage.
 Tensor rows(const Tensor& x, std::int64_t start, std::int64_t count);
 
-}  // namespace tandem::nn::detail
+}  // namespace tandem::detail

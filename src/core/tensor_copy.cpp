@@ -1,8 +1,8 @@
-#include "nn/tensor_copy.h"
+#include "core/tensor_copy.h"
 
 #include "core/allocator.h"
 
-namespace tandem::nn::detail {
+namespace tandem::detail {
 
 void copy_into(const Tensor& dst, const Tensor& src, const std::string& what) {
   if (dst.shape() != src.shape() || dst.dtype() != src.dtype()) {
@@ -27,4 +27,4 @@ Tensor rows(const Tensor& x, std::int64_t start, std::int64_t count) {
                               shape, x.dtype());
 }
 
-}  // namespace tandem::nn::detail
+}  // namespace tandem::detail

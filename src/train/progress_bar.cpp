@@ -1,4 +1,4 @@
-#include "observe/progress_bar.h"
+#include "train/progress_bar.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <ostream>
 
-namespace tandem::observe {
+namespace tandem::train::detail {
 namespace {
 
 constexpr int kBarWidth = 20;
@@ -142,4 +142,4 @@ void ProgressBar::update(std::int64_t current, const std::map<std::string, doubl
   last_draw_ = now;
 }
 
-}  // namespace tandem::observe
+}  // namespace tandem::train::detail

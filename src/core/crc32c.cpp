@@ -1,4 +1,4 @@
-#include "data/crc32c.h"
+#include "core/crc32c.h"
 
 #include <array>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <nmmintrin.h>
 #endif
 
-namespace tandem::data {
+namespace tandem {
 namespace {
 
 constexpr std::uint32_t kPolynomial = 0x82F63B78u;  // Castagnoli, reflected
@@ -81,4 +81,4 @@ std::uint32_t crc32c(std::span<const std::uint8_t> bytes, std::uint32_t crc) {
   return ~crc32c_table(bytes.data(), bytes.size(), crc);
 }
 
-}  // namespace tandem::data
+}  // namespace tandem

@@ -14,7 +14,7 @@
 #include <map>
 #include <string>
 
-namespace tandem::observe {
+namespace tandem::train::detail {
 
 // Wall-clock seconds from an arbitrary origin.
 using Clock = std::function<double()>;
@@ -56,4 +56,4 @@ std::string format_time_per_step(double seconds);
 // Whether standard output is a terminal.
 bool stdout_is_terminal();
 
-}  // namespace tandem::observe
+}  // namespace tandem::train::detail

@@ -1,4 +1,5 @@
-#include "cli/cpu_info.h"
+// distribute::probe_cpu (tandem/distribute.h): what `tandem devices` reports about the host CPU.
+#include "tandem/distribute.h"
 
 #include <sched.h>
 
@@ -13,7 +14,7 @@
 #define TANDEM_X86 1
 #endif
 
-namespace tandem::cli {
+namespace tandem::distribute {
 namespace {
 
 std::string trim(const std::string& text) {
@@ -152,4 +153,4 @@ CpuInfo probe_cpu() {
   return info;
 }
 
-}  // namespace tandem::cli
+}  // namespace tandem::distribute

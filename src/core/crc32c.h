@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <span>
 
-namespace tandem::data {
+namespace tandem {
 
 std::uint32_t crc32c(std::span<const std::uint8_t> bytes, std::uint32_t crc = 0);
 
@@ -13,4 +13,4 @@ inline std::uint32_t mask_crc(std::uint32_t crc) {
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
 
-}  // namespace tandem::data
+}  // namespace tandem
