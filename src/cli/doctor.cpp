@@ -8,10 +8,11 @@
 #include <fstream>
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "cli/cpu_info.h"
 #include "cli/format.h"
-#include "cli/json.h"
 #include "tandem/data.h"
 #include "tandem/distribute.h"
 #include "tandem/runtime.h"
@@ -252,21 +253,18 @@ int run_doctor(const ParsedArgs& args) {
     warnings += check.status == Status::warn;
   }
   if (args.has("--json")) {
-    std::vector<JsonObject> items;
+    nlohmann::ordered_json items = nlohmann::ordered_json::array();
     for (const Check& check : checks) {
-      JsonObject item;
-      item.add_string("check", check.name)
-          .add_string("status", status_name(check.status))
-          .add_string("detail", check.detail)
-          .add_string("fix", check.fix);
-      items.push_back(std::move(item));
+      items.push_back({{"check", check.name},
+                       {"status", status_name(check.status)},
+                       {"detail", check.detail},
+                       {"fix", check.fix}});
     }
-    JsonObject report;
-    report.add_string("tandem_version", version())
-        .add_object_array("checks", items)
-        .add_integer("failures", failures)
-        .add_integer("warnings", warnings);
-    std::cout << report.str() << "\n";
+    const nlohmann::ordered_json report{{"tandem_version", version()},
+                                        {"checks", items},
+                                        {"failures", failures},
+                                        {"warnings", warnings}};
+    std::cout << json_text(report) << "\n";
   } else {
     for (const Check& check : checks) {
       const std::string status = status_name(check.status);

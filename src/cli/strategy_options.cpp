@@ -2,6 +2,8 @@
 
 #include <ostream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/cpu_info.h"
 #include "cli/format.h"
 #include "tandem/cuda.h"
@@ -160,15 +162,15 @@ void print_communication(const distribute::Strategy& strategy, const train::Hist
 }
 
 void add_communication(const distribute::Strategy& strategy, const train::History& history,
-                       JsonObject& report) {
+                       nlohmann::ordered_json& report) {
   const distribute::CommunicationStats stats = strategy.communication_stats();
   const double total = step_seconds(history);
   if (stats.steps == 0 || total <= 0) return;
-  report.add_number("allreduce_wait_share", stats.wait_seconds / total)
-      .add_number("allreduce_pack_share", stats.pack_seconds / total)
-      .add_integer("allreduce_bytes_per_step", stats.bytes / stats.steps)
-      .add_integer("allreduce_gradient_buckets", stats.gradient_buckets)
-      .add_integer("allreduce_overlapped_buckets", stats.overlapped_buckets);
+  report["allreduce_wait_share"] = stats.wait_seconds / total;
+  report["allreduce_pack_share"] = stats.pack_seconds / total;
+  report["allreduce_bytes_per_step"] = stats.bytes / stats.steps;
+  report["allreduce_gradient_buckets"] = stats.gradient_buckets;
+  report["allreduce_overlapped_buckets"] = stats.overlapped_buckets;
 }
 
 }  // namespace tandem::cli

@@ -7,8 +7,9 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "cli/args.h"
-#include "cli/json.h"
 #include "tandem/distribute.h"
 #include "tandem/train.h"
 
@@ -41,6 +42,6 @@ std::string strategy_device(const distribute::Strategy& strategy);
 void print_communication(const distribute::Strategy& strategy, const train::History& history,
                          std::ostream& out);
 void add_communication(const distribute::Strategy& strategy, const train::History& history,
-                       JsonObject& report);
+                       nlohmann::ordered_json& report);
 
 }  // namespace tandem::cli

@@ -10,10 +10,11 @@
 #include <numeric>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/checkpointing.h"
 #include "cli/commands.h"
 #include "cli/format.h"
-#include "cli/json.h"
 #include "cli/observe_options.h"
 #include "cli/precision_options.h"
 #include "cli/strategy_options.h"
@@ -230,9 +231,9 @@ RunDescription describe_run(const TrainOptions& options, const data::Dataset& tr
   return run;
 }
 
-void write_report(const std::string& path, const JsonObject& report) {
+void write_report(const std::string& path, const nlohmann::ordered_json& report) {
   std::ofstream out(path);
-  out << report.str() << "\n";
+  out << json_text(report) << "\n";
   out.close();
   if (!out) {
     throw IoError("cannot write the report " + path +
@@ -458,30 +459,29 @@ int run_train(const ParsedArgs& args) {
   checkpointing.finish(model, fashion_mnist_class_names(), std::cout);
 
   if (!options.report_path.empty()) {
-    JsonObject report;
-    report.add_string("model", options.model)
-        .add_string("device", device)
-        .add_integer("epochs", options.epochs)
-        .add_integer("batch_size", options.batch_size)
-        .add_string("precision", options.precision.precision)
-        .add_string("strategy", strategy->description())
-        .add_integer("replicas", strategy->num_replicas_in_sync())
-        .add_integer("global_batch_size", global.batch_size)
-        .add_number("learning_rate", options.learning_rate)
-        .add_string("lr_schedule", options.schedule)
-        .add_integer("threads", num_threads())
-        .add_unsigned("seed", options.seed)
-        .add_number("validation_split", options.validation_split)
-        .add_bool("deterministic", options.checkpointing.deterministic)
-        .add_number("test_accuracy", test_accuracy)
-        .add_number("test_loss", test_loss)
-        .add_number("samples_per_sec", samples_per_sec)
-        .add_integer("warmup_steps", history.warmup_steps())
-        .add_number("input_wait_share", history.input_wait_share())
-        .add_number("epoch_seconds", mean_epoch_seconds(history))
-        .add_number("wall_seconds", wall_seconds)
-        .add_number("train_seconds", train_seconds)
-        .add_string("tandem_version", version());
+    nlohmann::ordered_json report{{"model", options.model},
+                                  {"device", device},
+                                  {"epochs", options.epochs},
+                                  {"batch_size", options.batch_size},
+                                  {"precision", options.precision.precision},
+                                  {"strategy", strategy->description()},
+                                  {"replicas", strategy->num_replicas_in_sync()},
+                                  {"global_batch_size", global.batch_size},
+                                  {"learning_rate", options.learning_rate},
+                                  {"lr_schedule", options.schedule},
+                                  {"threads", num_threads()},
+                                  {"seed", options.seed},
+                                  {"validation_split", options.validation_split},
+                                  {"deterministic", options.checkpointing.deterministic},
+                                  {"test_accuracy", test_accuracy},
+                                  {"test_loss", test_loss},
+                                  {"samples_per_sec", samples_per_sec},
+                                  {"warmup_steps", history.warmup_steps()},
+                                  {"input_wait_share", history.input_wait_share()},
+                                  {"epoch_seconds", mean_epoch_seconds(history)},
+                                  {"wall_seconds", wall_seconds},
+                                  {"train_seconds", train_seconds},
+                                  {"tandem_version", version()}};
     add_communication(*strategy, history, report);
     write_report(options.report_path, report);
     if (chatty) std::cout << "report: " << options.report_path << "\n";

@@ -1,12 +1,13 @@
-// The pieces behind the CLI, in process: option parsing, typed values and the JSON writer.
+// The pieces behind the CLI, in process: option parsing, typed values and the JSON text.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "cli/args.h"
 #include "cli/cli_runner.h"
-#include "cli/json.h"
+#include "cli/format.h"
 
 namespace tandem::cli {
 namespace {
@@ -74,30 +75,34 @@ TEST(Args, TypedValues) {
   }
 }
 
-TEST(Json, WritesEscapedNestedObjects) {
-  JsonObject inner;
-  inner.add_bool("yes", true).add_integer("count", -3);
-  JsonObject outer;
-  outer.add_string("text", "a \"quoted\"\\ line\nnext\x01")
-      .add_number("half", 0.5)
-      .add_number("missing", std::nan(""))
-      .add_unsigned("big", 18446744073709551615u)
-      .add_object("inner", inner)
-      .add_object("empty", JsonObject())
-      .add_string_array("names", {"a", "b"});
-  const std::string text = outer.str();
+TEST(Json, WritesEscapedNestedObjectsInOrder) {
+  nlohmann::ordered_json outer{{"text", "a \"quoted\"\\ line\nnext\x01"},
+                               {"half", 0.5},
+                               {"missing", std::nan("")},
+                               {"endless", std::numeric_limits<double>::infinity()},
+                               {"big", 18446744073709551615u},
+                               {"inner", {{"yes", true}, {"count", -3}}},
+                               {"empty", nlohmann::ordered_json::object()},
+                               {"names", {"a", "b"}},
+                               {"not_utf8", "cpu \xff"}};
+  const std::string text = json_text(outer);
   EXPECT_EQ(text,
             "{\n"
             "  \"text\": \"a \\\"quoted\\\"\\\\ line\\nnext\\u0001\",\n"
             "  \"half\": 0.5,\n"
             "  \"missing\": null,\n"
+            "  \"endless\": null,\n"
             "  \"big\": 18446744073709551615,\n"
             "  \"inner\": {\n"
             "    \"yes\": true,\n"
             "    \"count\": -3\n"
             "  },\n"
             "  \"empty\": {},\n"
-            "  \"names\": [\"a\", \"b\"]\n"
+            "  \"names\": [\n"
+            "    \"a\",\n"
+            "    \"b\"\n"
+            "  ],\n"
+            "  \"not_utf8\": \"cpu \xef\xbf\xbd\"\n"  // U+FFFD
             "}");
   testing::JsonChecker checker(text);
   EXPECT_TRUE(checker.valid());
