@@ -11,24 +11,6 @@
 
 namespace tandem::cli {
 
-const CommandSpec& devices_spec() {
-  static const CommandSpec spec{
-      "devices",
-      "List the devices Tandem can use",
-      "tandem devices [--json]",
-      "Shows the CPU (model, sockets, cores and threads, the instruction sets Tandem's kernels\n"
-      "can use, memory, the oneDNN version and the ISA it dispatches to); the NVIDIA GPUs (name,\n"
-      "memory, compute capability, driver and runtime versions, through the CUDA runtime and\n"
-      "driver loaded at run time) and NCCL; TPUs (a PJRT plugin such as libtpu.so, found on the\n"
-      "search path or through TANDEM_PJRT_PLUGIN, and Google's PCI vendor id); each with the\n"
-      "reason when absent; and the strategy `tandem train --strategy auto` would choose.",
-      {{"--json", "", "print one JSON object (for scripts) instead of text"}},
-      /*takes_command=*/false,
-      /*operands=*/"",
-  };
-  return spec;
-}
-
 namespace {
 
 std::string cuda_version_line(const distribute::CudaInfo& cuda) {
@@ -172,14 +154,44 @@ void print_json(const CpuInfo& cpu, const distribute::DeviceInventory& inventory
   std::cout << json_text(report) << "\n";
 }
 
+struct DevicesOptions {
+  bool json = false;
+};
+
+const OptionTable<DevicesOptions>& devices_options() {
+  static const OptionTable<DevicesOptions> table({
+      {"--json", "", "print one JSON object (for scripts) instead of text",
+       flag(&DevicesOptions::json)},
+  });
+  return table;
+}
+
 }  // namespace
+
+const CommandSpec& devices_spec() {
+  static const CommandSpec spec{
+      "devices",
+      "List the devices Tandem can use",
+      "tandem devices [--json]",
+      "Shows the CPU (model, sockets, cores and threads, the instruction sets Tandem's kernels\n"
+      "can use, memory, the oneDNN version and the ISA it dispatches to); the NVIDIA GPUs (name,\n"
+      "memory, compute capability, driver and runtime versions, through the CUDA runtime and\n"
+      "driver loaded at run time) and NCCL; TPUs (a PJRT plugin such as libtpu.so, found on the\n"
+      "search path or through TANDEM_PJRT_PLUGIN, and Google's PCI vendor id); each with the\n"
+      "reason when absent; and the strategy `tandem train --strategy auto` would choose.",
+      devices_options().specs(),
+      /*takes_command=*/false,
+      /*operands=*/"",
+  };
+  return spec;
+}
 
 int run_devices(const ParsedArgs& args) {
   const CpuInfo cpu = probe_cpu();
   const distribute::DeviceInventory inventory = distribute::discover_devices();
   const distribute::StrategyChoice choice =
       distribute::choose_strategy(inventory, distribute::launched_processes());
-  if (args.has("--json")) {
+  if (devices_options().read(args).json) {
     print_json(cpu, inventory, choice);
   } else {
     print_text(cpu, inventory, choice);

@@ -21,9 +21,8 @@ struct StrategyOptions {
   distribute::MultiWorkerOptions multi_worker;
 };
 
-// The options, their help lines and their parsing.
-CommandSpec with_strategy_options(CommandSpec spec);
-StrategyOptions parse_strategy_options(const ParsedArgs& args);
+// The options: their help lines and parsing.
+const OptionTable<StrategyOptions>& strategy_options();
 
 // The strategy the options ask for. A strategy that cannot run here throws DeviceUnavailable
 // naming the option and why (auto falls back instead, down to the CPU).
