@@ -97,7 +97,11 @@ struct Option {
 template <typename Options>
 class OptionTable {
  public:
-  explicit OptionTable(std::vector<Option<Options>> options) : options_(std::move(options)) {}
+  using Check = std::function<void(Options&, const ParsedArgs&)>;
+  // `checks`: rules across options (one that needs another, two that contradict), run after
+  // every option given is read; they may also fill in what the options given imply.
+  explicit OptionTable(std::vector<Option<Options>> options, std::vector<Check> checks = {})
+      : options_(std::move(options)), checks_(std::move(checks)) {}
 
   // Another table's options (a group shared by commands, read into `member`), after these.
   template <typename Group>
@@ -116,9 +120,8 @@ class OptionTable {
     }
     return *this;
   }
-  // A rule across options (one that needs another, two that contradict), run after every
-  // option given is read; it may also fill in what the options given imply.
-  OptionTable& check(std::function<void(Options&, const ParsedArgs&)> rule) {
+  // One more check.
+  OptionTable& check(Check rule) {
     checks_.push_back(std::move(rule));
     return *this;
   }
@@ -147,7 +150,7 @@ class OptionTable {
   template <typename>
   friend class OptionTable;
   std::vector<Option<Options>> options_;
-  std::vector<std::function<void(Options&, const ParsedArgs&)>> checks_;
+  std::vector<Check> checks_;
 };
 
 // Readers for Option::read: `field` set from the text by `parse(option, text)` (one of the typed

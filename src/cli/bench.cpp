@@ -49,127 +49,127 @@ struct BenchCommand {
 
 const OptionTable<bench::BenchOptions>& run_options() {
   using O = bench::BenchOptions;
-  static const OptionTable<O> table = [] {
-    OptionTable<O> options({
-        // First: the options after it change the preset's settings.
-        {"--preset", "NAME", "smoke: the classic accelerator smoke test (see above)",
-         [](O& options, const std::string& option, const std::string& text) {
-           if (text != "smoke") {
-             throw UsageError("unknown " + option + " '" + text + "'; the preset is smoke");
-           }
-           options.models = {"resnet50"};
-           options.devices = {"all"};
-           options.batch_sizes = {64};
-           options.epochs = 3;
-           options.dataset_size = 1000;
-           options.workload.classes = 1000;
-           options.warmup_steps = 2;
-         }},
-        {"--model", "LIST", "mlp, cnn, resnet50, transformer, comma-separated (default mlp)",
-         [](O& options, const std::string& option, const std::string& text) {
-           options.models = split_list(option, text);
-           for (const std::string& model : options.models) {
-             try {
-               bench::workload(model);
-             } catch (const InvalidArgument& error) {
-               throw UsageError(option + ": " + error.what());
+  static const OptionTable<O> table(
+      {
+          // First: the options after it change the preset's settings.
+          {"--preset", "NAME", "smoke: the classic accelerator smoke test (see above)",
+           [](O& options, const std::string& option, const std::string& text) {
+             if (text != "smoke") {
+               throw UsageError("unknown " + option + " '" + text + "'; the preset is smoke");
              }
-           }
-         }},
-        {"--devices", "LIST", "all, cpu, cuda, cuda:N, comma-separated (default cpu)",
-         [](O& options, const std::string& option, const std::string& text) {
-           options.devices = split_list(option, text);
-           for (const std::string& device : options.devices) {
-             if (device == "all") continue;
-             try {
-               Device::parse(device);
-             } catch (const InvalidArgument&) {
-               throw UsageError(option + ": unknown device '" + device +
-                                "'; use all, cpu, cuda or cuda:N");
+             options.models = {"resnet50"};
+             options.devices = {"all"};
+             options.batch_sizes = {64};
+             options.epochs = 3;
+             options.dataset_size = 1000;
+             options.workload.classes = 1000;
+             options.warmup_steps = 2;
+           }},
+          {"--model", "LIST", "mlp, cnn, resnet50, transformer, comma-separated (default mlp)",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.models = split_list(option, text);
+             for (const std::string& model : options.models) {
+               try {
+                 bench::workload(model);
+               } catch (const InvalidArgument& error) {
+                 throw UsageError(option + ": " + error.what());
+               }
              }
-           }
-         }},
-        {"--precision", "LIST", "fp32, bf16, comma-separated (default fp32)",
-         [](O& options, const std::string& option, const std::string& text) {
-           options.precisions = split_list(option, text);
-           for (const std::string& precision : options.precisions) {
-             if (precision != "fp32" && precision != "bf16") {
-               throw UsageError(option + ": unknown precision '" + precision +
-                                "'; use fp32 or bf16");
+           }},
+          {"--devices", "LIST", "all, cpu, cuda, cuda:N, comma-separated (default cpu)",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.devices = split_list(option, text);
+             for (const std::string& device : options.devices) {
+               if (device == "all") continue;
+               try {
+                 Device::parse(device);
+               } catch (const InvalidArgument&) {
+                 throw UsageError(option + ": unknown device '" + device +
+                                  "'; use all, cpu, cuda or cuda:N");
+               }
              }
-           }
-         }},
-        {"--batch-size", "LIST", "batch sizes per replica, comma-separated (default 64)",
-         [](O& options, const std::string& option, const std::string& text) {
-           options.batch_sizes.clear();
-           for (const std::string& item : split_list(option, text))
-             options.batch_sizes.push_back(parse_positive_integer(option, item));
-         }},
-        {"--threads", "N", "CPU threads (default: every core)", into(&O::threads, as_int)},
-        {"--warmup-steps", "N", "untimed steps first (default 5)", into(&O::warmup_steps, as_int)},
-        {"--steps", "N", "steps per timed window (default 20)", into(&O::steps, as_int)},
-        {"--windows", "N", "timed windows (default 3)", into(&O::windows, as_int)},
-        {"--epochs", "N", "train N full passes over the data instead of timed windows",
-         into(&O::epochs, as_int)},
-        {"--dataset-size", "N", "synthetic examples per epoch with --epochs (default 1000)",
-         into(&O::dataset_size, parse_positive_integer)},
-        {"--data", "DIR", "Fashion-MNIST/MNIST IDX files to train mlp/cnn on (implies --epochs 1)",
-         into(&O::data_dir)},
-        {"--image-size", "N", "resnet50's input side (default 224)",
-         [](O& options, const std::string& option, const std::string& text) {
-           options.workload.image_size = parse_positive_integer(option, text);
-         }},
-        {"--sequence-length", "N", "transformer's sequence length (default 128)",
-         [](O& options, const std::string& option, const std::string& text) {
-           options.workload.sequence_length = parse_positive_integer(option, text);
-         }},
-        {"--classes", "N", "output classes (default: the workload's)",
-         [](O& options, const std::string& option, const std::string& text) {
-           options.workload.classes = parse_positive_integer(option, text);
-         }},
-        {"--epoch-examples", "N",
-         "examples per epoch for epoch time and cost (default: the workload's data set)",
-         into(&O::epoch_examples, parse_positive_integer)},
-        {"--learning-rate", "X", "Adam's learning rate (default 0.001)",
-         into(&O::learning_rate, parse_positive_number)},
-        // Before --price-per-hour, which overrides the table's prices.
-        {"--prices", "FILE", "price table (TOML) instead of the built-in one",
-         [](O& options, const std::string&, const std::string& text) {
-           options.prices = bench::load_prices(text);
-         }},
-        {"--price-per-hour", "X", "one price per device-hour for every device",
-         [](O& options, const std::string& option, const std::string& text) {
-           options.prices.flat_per_hour = parse_positive_number(option, text);
-         }},
-        {"--estimate", "LIST",
-         "hardware to estimate: all, none or keys such as A100,TPU v5e (default all)",
-         [](O& options, const std::string& option, const std::string& text) {
-           options.estimates = split_list(option, text);
-           if (options.estimates == std::vector<std::string>{"none"}) options.estimates.clear();
-         }},
-        {"--peers", "LIST", "tf, torch: run bench/peers/run_peer.py on the same configurations",
-         [](O& options, const std::string& option, const std::string& text) {
-           for (const std::string& peer : split_list(option, text)) {
-             if (peer != "tf" && peer != "torch") {
-               throw UsageError(option + ": unknown peer '" + peer +
-                                "'; use tf, torch or tf,torch");
+           }},
+          {"--precision", "LIST", "fp32, bf16, comma-separated (default fp32)",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.precisions = split_list(option, text);
+             for (const std::string& precision : options.precisions) {
+               if (precision != "fp32" && precision != "bf16") {
+                 throw UsageError(option + ": unknown precision '" + precision +
+                                  "'; use fp32 or bf16");
+               }
              }
-             options.peers.push_back(peer);
-           }
-         }},
-        {"--peer-python", "PATH", "Python for the peers (default .venv/bin/python)",
-         into(&O::peer_python)},
-        {"--peer-script", "PATH", "the peers' runner (default bench/peers/run_peer.py)",
-         into(&O::peer_script)},
-        {"--peer-timeout", "SECONDS", "give up on a peer run after this long (default 1800)",
-         into(&O::peer_timeout_seconds, as_int)},
-    });
-    options.check([](O& options, const ParsedArgs& args) {
-      if (args.has("--data") && options.epochs == 0) options.epochs = 1;
-      if (options.epochs > 0 && options.dataset_size == 0) options.dataset_size = 1000;
-    });
-    return options;
-  }();
+           }},
+          {"--batch-size", "LIST", "batch sizes per replica, comma-separated (default 64)",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.batch_sizes.clear();
+             for (const std::string& item : split_list(option, text))
+               options.batch_sizes.push_back(parse_positive_integer(option, item));
+           }},
+          {"--threads", "N", "CPU threads (default: every core)", into(&O::threads, as_int)},
+          {"--warmup-steps", "N", "untimed steps first (default 5)",
+           into(&O::warmup_steps, as_int)},
+          {"--steps", "N", "steps per timed window (default 20)", into(&O::steps, as_int)},
+          {"--windows", "N", "timed windows (default 3)", into(&O::windows, as_int)},
+          {"--epochs", "N", "train N full passes over the data instead of timed windows",
+           into(&O::epochs, as_int)},
+          {"--dataset-size", "N", "synthetic examples per epoch with --epochs (default 1000)",
+           into(&O::dataset_size, parse_positive_integer)},
+          {"--data", "DIR",
+           "Fashion-MNIST/MNIST IDX files to train mlp/cnn on (implies --epochs 1)",
+           into(&O::data_dir)},
+          {"--image-size", "N", "resnet50's input side (default 224)",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.workload.image_size = parse_positive_integer(option, text);
+           }},
+          {"--sequence-length", "N", "transformer's sequence length (default 128)",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.workload.sequence_length = parse_positive_integer(option, text);
+           }},
+          {"--classes", "N", "output classes (default: the workload's)",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.workload.classes = parse_positive_integer(option, text);
+           }},
+          {"--epoch-examples", "N",
+           "examples per epoch for epoch time and cost (default: the workload's data set)",
+           into(&O::epoch_examples, parse_positive_integer)},
+          {"--learning-rate", "X", "Adam's learning rate (default 0.001)",
+           into(&O::learning_rate, parse_positive_number)},
+          // Before --price-per-hour, which overrides the table's prices.
+          {"--prices", "FILE", "price table (TOML) instead of the built-in one",
+           [](O& options, const std::string&, const std::string& text) {
+             options.prices = bench::load_prices(text);
+           }},
+          {"--price-per-hour", "X", "one price per device-hour for every device",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.prices.flat_per_hour = parse_positive_number(option, text);
+           }},
+          {"--estimate", "LIST",
+           "hardware to estimate: all, none or keys such as A100,TPU v5e (default all)",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.estimates = split_list(option, text);
+             if (options.estimates == std::vector<std::string>{"none"}) options.estimates.clear();
+           }},
+          {"--peers", "LIST", "tf, torch: run bench/peers/run_peer.py on the same configurations",
+           [](O& options, const std::string& option, const std::string& text) {
+             for (const std::string& peer : split_list(option, text)) {
+               if (peer != "tf" && peer != "torch") {
+                 throw UsageError(option + ": unknown peer '" + peer +
+                                  "'; use tf, torch or tf,torch");
+               }
+               options.peers.push_back(peer);
+             }
+           }},
+          {"--peer-python", "PATH", "Python for the peers (default .venv/bin/python)",
+           into(&O::peer_python)},
+          {"--peer-script", "PATH", "the peers' runner (default bench/peers/run_peer.py)",
+           into(&O::peer_script)},
+          {"--peer-timeout", "SECONDS", "give up on a peer run after this long (default 1800)",
+           into(&O::peer_timeout_seconds, as_int)},
+      },
+      {[](O& options, const ParsedArgs& args) {
+        if (args.has("--data") && options.epochs == 0) options.epochs = 1;
+        if (options.epochs > 0 && options.dataset_size == 0) options.dataset_size = 1000;
+      }});
   return table;
 }
 

@@ -19,31 +19,29 @@ struct ExportOptions {
 
 const OptionTable<ExportOptions>& export_options() {
   using O = ExportOptions;
-  static const OptionTable<O> table = [] {
-    OptionTable<O> options({
-        {"--model", "DIR", "the saved model's directory (required)", into(&O::model_dir)},
-        {"--format", "NAME", "onnx (required; the only format so far)",
-         into(&O::format, one_of({"onnx"}, "format"))},
-        {"--output", "FILE", "where to write the model (required)", into(&O::output)},
-        {"--opset", "N", "ONNX opset, 13 to 17 (default " + std::to_string(O{}.onnx.opset) + ")",
-         [](O& options, const std::string& option, const std::string& text) {
-           const std::int64_t opset = parse_positive_integer(option, text);
-           if (opset < 13 || opset > 17) {
-             throw UsageError(option +
-                              " must be 13 to 17 (what the ONNX library here knows), got " + text);
-           }
-           options.onnx.opset = static_cast<int>(opset);
-         }},
-    });
-    options.check([](O& options, const ParsedArgs&) {
-      if (options.model_dir.empty()) {
-        throw UsageError("'tandem export' needs --model DIR, the directory of a saved model");
-      }
-      if (options.format.empty()) throw UsageError("'tandem export' needs --format onnx");
-      if (options.output.empty()) throw UsageError("'tandem export' needs --output FILE");
-    });
-    return options;
-  }();
+  static const OptionTable<O> table(
+      {
+          {"--model", "DIR", "the saved model's directory (required)", into(&O::model_dir)},
+          {"--format", "NAME", "onnx (required; the only format so far)",
+           into(&O::format, one_of({"onnx"}, "format"))},
+          {"--output", "FILE", "where to write the model (required)", into(&O::output)},
+          {"--opset", "N", "ONNX opset, 13 to 17 (default " + std::to_string(O{}.onnx.opset) + ")",
+           [](O& options, const std::string& option, const std::string& text) {
+             const std::int64_t opset = parse_positive_integer(option, text);
+             if (opset < 13 || opset > 17) {
+               throw UsageError(
+                   option + " must be 13 to 17 (what the ONNX library here knows), got " + text);
+             }
+             options.onnx.opset = static_cast<int>(opset);
+           }},
+      },
+      {[](O& options, const ParsedArgs&) {
+        if (options.model_dir.empty()) {
+          throw UsageError("'tandem export' needs --model DIR, the directory of a saved model");
+        }
+        if (options.format.empty()) throw UsageError("'tandem export' needs --format onnx");
+        if (options.output.empty()) throw UsageError("'tandem export' needs --output FILE");
+      }});
   return table;
 }
 

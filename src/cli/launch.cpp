@@ -64,41 +64,39 @@ struct LaunchOptions {
 
 const OptionTable<LaunchOptions>& launch_options() {
   using O = LaunchOptions;
-  static const OptionTable<O> table = [] {
-    OptionTable<O> options({
-        {"-n", "N", "the number of workers (processes)",
-         [](O& options, const std::string& option, const std::string& text) {
-           options.workers = parse_positive_integer(option, text);
-           if (options.workers > INT_MAX) {
-             throw UsageError(option + " " + text + " is too many workers");
-           }
-         }},
-        {"--hosts", "LIST",
-         "comma-separated hosts, each host or host:slots (default: this machine)",
-         [](O& options, const std::string& option, const std::string& text) {
-           if (text.empty()) throw UsageError(option + " needs a list of hosts, got ''");
-           options.hosts = text;
-         }},
-        {"--hostfile", "FILE", "an Open MPI hostfile listing the hosts and their slots",
-         [](O& options, const std::string& option, const std::string& text) {
-           if (!std::filesystem::is_regular_file(text)) {
-             throw UsageError(option + " " + text + " does not exist; give an Open MPI hostfile");
-           }
-           options.hostfile = text;
-         }},
-        {"--mpirun", "PATH", "the mpirun to run (default: mpirun on PATH)", into(&O::mpirun)},
-        {"--dry-run", "", "print the mpirun command instead of running it", flag(&O::dry_run)},
-    });
-    options.check([](O& options, const ParsedArgs&) {
-      if (options.workers == 0) {
-        throw UsageError("tandem launch needs -n N, the number of workers");
-      }
-      if (!options.hosts.empty() && !options.hostfile.empty()) {
-        throw UsageError("--hosts and --hostfile both list the hosts; pass one of them");
-      }
-    });
-    return options;
-  }();
+  static const OptionTable<O> table(
+      {
+          {"-n", "N", "the number of workers (processes)",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.workers = parse_positive_integer(option, text);
+             if (options.workers > INT_MAX) {
+               throw UsageError(option + " " + text + " is too many workers");
+             }
+           }},
+          {"--hosts", "LIST",
+           "comma-separated hosts, each host or host:slots (default: this machine)",
+           [](O& options, const std::string& option, const std::string& text) {
+             if (text.empty()) throw UsageError(option + " needs a list of hosts, got ''");
+             options.hosts = text;
+           }},
+          {"--hostfile", "FILE", "an Open MPI hostfile listing the hosts and their slots",
+           [](O& options, const std::string& option, const std::string& text) {
+             if (!std::filesystem::is_regular_file(text)) {
+               throw UsageError(option + " " + text + " does not exist; give an Open MPI hostfile");
+             }
+             options.hostfile = text;
+           }},
+          {"--mpirun", "PATH", "the mpirun to run (default: mpirun on PATH)", into(&O::mpirun)},
+          {"--dry-run", "", "print the mpirun command instead of running it", flag(&O::dry_run)},
+      },
+      {[](O& options, const ParsedArgs&) {
+        if (options.workers == 0) {
+          throw UsageError("tandem launch needs -n N, the number of workers");
+        }
+        if (!options.hosts.empty() && !options.hostfile.empty()) {
+          throw UsageError("--hosts and --hostfile both list the hosts; pass one of them");
+        }
+      }});
   return table;
 }
 

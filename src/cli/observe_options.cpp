@@ -44,65 +44,63 @@ std::string memory_text(std::int64_t bytes) {
 
 const OptionTable<ObserveOptions>& observe_options() {
   using O = ObserveOptions;
-  static const OptionTable<O> table = [] {
-    OptionTable<O> options({
-        {"--logdir", "DIR",
-         "write TensorBoard logs to DIR (train/ and validation/ runs, hparams, the model, and "
-         "the resource monitor's samples, also as DIR/monitor.csv); view them with tensorboard "
-         "--logdir DIR",
-         into(&O::logdir, parse_directory)},
-        {"--log-every", "N",
-         "with --logdir: log the loss, metrics, learning rate, throughput and input-wait share "
-         "every N steps as well as every epoch (default 1; 0: per epoch only)",
-         into(&O::log_every, parse_unsigned_integer)},
-        {"--histogram-freq", "N",
-         "with --logdir: weight and gradient histograms every N epochs (default 1; 0: none)",
-         [](O& options, const std::string& option, const std::string& text) {
-           const std::uint64_t epochs = parse_unsigned_integer(option, text);
-           if (epochs > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
-             throw UsageError(option + " " + text + " is too many epochs; pass at most " +
-                              std::to_string(std::numeric_limits<int>::max()));
-           }
-           options.histogram_freq = static_cast<std::int64_t>(epochs);
-         }},
-        {"--monitor-interval", "S",
-         "with --logdir: sample CPU, memory and GPUs every S seconds (default 1; 0: no monitor)",
-         [](O& options, const std::string& option, const std::string& text) {
-           options.monitor_interval = is_zero(text) ? 0.0 : parse_positive_number(option, text);
-         }},
-        {"--profile", "",
-         "time every op of the profiled steps; print a table of ops by time with FLOPs and "
-         "GFLOP/s and write a Chrome trace for https://ui.perfetto.dev",
-         flag(&O::profile)},
-        {"--profile-steps", "A:B",
-         "the training steps to profile, counted from 0 across epochs (default 20:29)",
-         [](O& options, const std::string&, const std::string& text) {
-           std::tie(options.profile_first, options.profile_last) = parse_step_range(text);
-         }},
-        {"--trace", "FILE",
-         "where --profile writes its trace (default DIR/trace.json with --logdir, else "
-         "tandem-trace.json)",
-         into(&O::trace_path, parse_output_path)},
-        {"--log-device-placement", "",
-         "print the device every op of the profiled steps ran on, and warn when an op falls "
-         "back to another device than the training device",
-         flag(&O::log_device_placement)},
-    });
-    options.check([](O& options, const ParsedArgs& args) {
-      for (const char* option : {"--log-every", "--histogram-freq", "--monitor-interval"}) {
-        if (args.has(option) && options.logdir.empty()) {
-          throw UsageError(std::string(option) + " only matters with --logdir DIR; add --logdir");
+  static const OptionTable<O> table(
+      {
+          {"--logdir", "DIR",
+           "write TensorBoard logs to DIR (train/ and validation/ runs, hparams, the model, and "
+           "the resource monitor's samples, also as DIR/monitor.csv); view them with tensorboard "
+           "--logdir DIR",
+           into(&O::logdir, parse_directory)},
+          {"--log-every", "N",
+           "with --logdir: log the loss, metrics, learning rate, throughput and input-wait share "
+           "every N steps as well as every epoch (default 1; 0: per epoch only)",
+           into(&O::log_every, parse_unsigned_integer)},
+          {"--histogram-freq", "N",
+           "with --logdir: weight and gradient histograms every N epochs (default 1; 0: none)",
+           [](O& options, const std::string& option, const std::string& text) {
+             const std::uint64_t epochs = parse_unsigned_integer(option, text);
+             if (epochs > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+               throw UsageError(option + " " + text + " is too many epochs; pass at most " +
+                                std::to_string(std::numeric_limits<int>::max()));
+             }
+             options.histogram_freq = static_cast<std::int64_t>(epochs);
+           }},
+          {"--monitor-interval", "S",
+           "with --logdir: sample CPU, memory and GPUs every S seconds (default 1; 0: no monitor)",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.monitor_interval = is_zero(text) ? 0.0 : parse_positive_number(option, text);
+           }},
+          {"--profile", "",
+           "time every op of the profiled steps; print a table of ops by time with FLOPs and "
+           "GFLOP/s and write a Chrome trace for https://ui.perfetto.dev",
+           flag(&O::profile)},
+          {"--profile-steps", "A:B",
+           "the training steps to profile, counted from 0 across epochs (default 20:29)",
+           [](O& options, const std::string&, const std::string& text) {
+             std::tie(options.profile_first, options.profile_last) = parse_step_range(text);
+           }},
+          {"--trace", "FILE",
+           "where --profile writes its trace (default DIR/trace.json with --logdir, else "
+           "tandem-trace.json)",
+           into(&O::trace_path, parse_output_path)},
+          {"--log-device-placement", "",
+           "print the device every op of the profiled steps ran on, and warn when an op falls "
+           "back to another device than the training device",
+           flag(&O::log_device_placement)},
+      },
+      {[](O& options, const ParsedArgs& args) {
+        for (const char* option : {"--log-every", "--histogram-freq", "--monitor-interval"}) {
+          if (args.has(option) && options.logdir.empty()) {
+            throw UsageError(std::string(option) + " only matters with --logdir DIR; add --logdir");
+          }
         }
-      }
-      if (args.has("--profile-steps") && !options.profile && !options.log_device_placement) {
-        throw UsageError("--profile-steps only matters with --profile or --log-device-placement");
-      }
-      if (args.has("--trace") && !options.profile) {
-        throw UsageError("--trace only matters with --profile; add --profile");
-      }
-    });
-    return options;
-  }();
+        if (args.has("--profile-steps") && !options.profile && !options.log_device_placement) {
+          throw UsageError("--profile-steps only matters with --profile or --log-device-placement");
+        }
+        if (args.has("--trace") && !options.profile) {
+          throw UsageError("--trace only matters with --profile; add --profile");
+        }
+      }});
   return table;
 }
 

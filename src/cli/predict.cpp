@@ -223,19 +223,17 @@ struct PredictOptions {
 
 const OptionTable<PredictOptions>& predict_options() {
   using O = PredictOptions;
-  static const OptionTable<O> table = [] {
-    OptionTable<O> options({
-        {"--model", "DIR", "the saved model's directory (required)", into(&O::model_dir)},
-        {"--top", "K", "classes to print per image (default " + std::to_string(O{}.top) + ")",
-         into(&O::top, parse_positive_integer)},
-    });
-    options.check([](O& options, const ParsedArgs&) {
-      if (options.model_dir.empty()) {
-        throw UsageError("'tandem predict' needs --model DIR, the directory of a saved model");
-      }
-    });
-    return options;
-  }();
+  static const OptionTable<O> table(
+      {
+          {"--model", "DIR", "the saved model's directory (required)", into(&O::model_dir)},
+          {"--top", "K", "classes to print per image (default " + std::to_string(O{}.top) + ")",
+           into(&O::top, parse_positive_integer)},
+      },
+      {[](O& options, const ParsedArgs&) {
+        if (options.model_dir.empty()) {
+          throw UsageError("'tandem predict' needs --model DIR, the directory of a saved model");
+        }
+      }});
   return table;
 }
 
