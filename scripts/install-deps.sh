@@ -14,6 +14,7 @@ packages=(
   protobuf-compiler libprotobuf-dev       # tf.train.Example, TensorBoard events, ONNX
   libonnx-dev                             # ONNX protos and checker for export
   nlohmann-json3-dev                      # JSON for checkpoints and saved models
+  libtomlplusplus-dev                     # toml++: tandem bench's TOML price tables
   openmpi-bin libopenmpi-dev              # multi-worker training: launch and bootstrap
   clang libclang-rt-14-dev                # libFuzzer targets for the readers
   dataset-fashion-mnist

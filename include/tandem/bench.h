@@ -159,10 +159,11 @@ struct PriceTable {
 // The TOML shipped with Tandem (`tandem bench --print-prices` writes it out to edit).
 const char* default_prices_toml();
 PriceTable default_prices();
-// Parses the subset of TOML price tables use: comments, [device.<key>] tables and
-// `key = "string" | number | true | false` lines. Errors name `origin`, the line and the fix.
+// Parses a TOML price table (toml++): `currency` and [device.<key>] tables of match, per_hour
+// (or per_core_hour), source and date. Errors name `origin`, the line and the fix.
 PriceTable parse_prices(std::string_view text, const std::string& origin);
-// Throws IoError naming the file when it cannot be read.
+// Throws IoError naming the file when it cannot be read, is not a regular file (a directory,
+// FIFO or device) or is larger than 1 MiB.
 PriceTable load_prices(const std::string& path);
 
 struct Cost {

@@ -1,12 +1,15 @@
-// The price table (a small TOML subset, shipped defaults with sources and dates) and the cost
+// The price table (TOML read by toml++, shipped defaults with sources and dates) and the cost
 // arithmetic that turns step times into money.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
-#include <set>
-#include <sstream>
-#include <variant>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <toml++/toml.h>
 
 #include "core/text.h"
 #include "tandem/bench.h"
@@ -90,6 +93,9 @@ source = "Cloud TPU pricing, v6e (Trillium) per chip-hour, us-east1, https://clo
 date = "2025-01"
 )toml";
 
+// The largest price table `load_prices` reads: a table of a few dozen devices is a few KiB.
+constexpr std::uintmax_t kMaxPriceFileBytes = std::uintmax_t{1} << 20;
+
 std::string_view trim(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
     text.remove_prefix(1);
@@ -98,215 +104,224 @@ std::string_view trim(std::string_view text) {
   return text;
 }
 
-bool is_bare_key_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+// Line `number` (from 1) of `text`, without its newline; empty past the end.
+std::string_view line_of(std::string_view text, std::size_t number) {
+  for (std::size_t line = 1; line < number; ++line) {
+    const std::size_t newline = text.find('\n');
+    if (newline == std::string_view::npos) return {};
+    text.remove_prefix(newline + 1);
+  }
+  return text.substr(0, text.find('\n'));
 }
 
-using Value = std::variant<std::string, double, bool>;
+int line_of(const toml::source_region& source) {
+  return static_cast<int>(source.begin.line);
+}
 
-// Reads one TOML document line at a time, naming the origin and line in every error.
-class PriceParser {
+// A table's entries in the order the file has them (toml::table orders them by key).
+std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(
+    const toml::table& table) {
+  std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+  for (const auto& [key, node] : table)
+    entries.emplace_back(&key, &node);
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    return a.first->source().begin < b.first->source().begin;
+  });
+  return entries;
+}
+
+// Turns a TOML document into a PriceTable, naming `origin` and the line in every error.
+class PriceReader {
  public:
-  PriceParser(std::string_view text, std::string origin) : text_(text), origin_(std::move(origin)) {
-    table_.origin = origin_;
-  }
+  explicit PriceReader(std::string origin) : origin_(std::move(origin)) {}
 
-  PriceTable parse() {
-    std::istringstream lines{std::string(text_)};
-    std::string line;
-    while (std::getline(lines, line)) {
-      ++line_number_;
-      parse_line(line);
+  PriceTable read(std::string_view text) {
+    toml::table document;
+    try {
+      document = toml::parse(text, std::string_view(origin_));
+    } catch (const toml::parse_error& error) {
+      syntax_error(text, error);
     }
-    finish_device();
-    if (table_.prices.empty()) {
-      fail("no [device.<name>] table",
-           "add one per device, e.g. [device.a100] with match = "
-           "\"A100\", per_hour = 2.93, source = \"...\" and date = "
-           "\"YYYY-MM\"");
+    PriceTable table;
+    table.origin = origin_;
+    for (const auto& [key, node] : in_file_order(document)) {
+      if (key->str() == "currency") {
+        table.currency = expect_string(*key, *node);
+      } else if (key->str() == "device") {
+        read_devices(*key, *node, table.prices);
+      } else if (const toml::table* unknown = node->as_table()) {
+        // [gpu.a] makes a table gpu holding a; name the header as written.
+        std::string name(key->str());
+        int line = line_of(key->source());
+        if (const auto entries = in_file_order(*unknown); !entries.empty()) {
+          name += "." + std::string(entries.front().first->str());
+          line = line_of(entries.front().first->source());
+        }
+        fail(line, "unknown table [" + name + "]",
+             "prices go in [device.<name>] tables, e.g. [device.a100]");
+      } else {
+        fail(line_of(key->source()), "unknown top-level key '" + std::string(key->str()) + "'",
+             "only currency = \"USD\" goes above the [device.<name>] tables");
+      }
     }
-    return table_;
+    if (table.prices.empty()) {
+      throw InvalidArgument(origin_ +
+                            ": no [device.<name>] table; add one per device, e.g. [device.a100] "
+                            "with match = \"A100\", per_hour = 2.93, source = \"...\" and date = "
+                            "\"YYYY-MM\"");
+    }
+    return table;
   }
 
  private:
-  [[noreturn]] void fail(const std::string& problem, const std::string& fix) const {
-    throw InvalidArgument(origin_ + ":" + std::to_string(line_number_) + ": " + problem + "; " +
-                          fix);
+  [[noreturn]] void fail(int line, const std::string& problem, const std::string& fix) const {
+    throw InvalidArgument(origin_ + ":" + std::to_string(line) + ": " + problem + "; " + fix);
   }
 
-  void parse_line(std::string_view line) {
-    line = trim(line);
-    if (line.empty() || line.front() == '#') return;
-    if (line.front() == '[') return parse_header(line);
-    const std::size_t equals = line.find('=');
+  // toml++ says what it expected and where ("Error while parsing floating-point: expected
+  // decimal digit, saw 'x'" at a line and column); the message names the part of the line at
+  // fault as a price table's author sees it, keeps toml++'s reason and gives the fix.
+  [[noreturn]] void syntax_error(std::string_view text, const toml::parse_error& error) const {
+    const int line = line_of(error.source());
+    const std::string_view raw = line_of(text, error.source().begin.line);
+    const std::size_t column = error.source().begin.column;  // from 1
+    std::string reason(error.description());
+    if (const std::size_t colon = reason.find(": ");
+        reason.starts_with("Error while parsing ") && colon != std::string::npos) {
+      reason = reason.substr(colon + 2);
+    }
+    const std::string why = " (" + reason + ", column " + std::to_string(column) + ")";
+    const std::string_view written = trim(raw);
+    if (written.empty()) fail(line, "bad TOML" + why, "see https://toml.io for the syntax");
+    if (written.front() == '[') {
+      const std::string header(trim(written.substr(0, written.find(']') + 1)));
+      if (reason.find("redefine existing table") != std::string::npos) {
+        fail(line, header + " appears twice", "merge the two tables");
+      }
+      fail(line, "bad table header '" + std::string(written) + "'" + why, "write [device.<name>]");
+    }
+    const std::size_t equals = raw.find('=');
     if (equals == std::string_view::npos) {
-      fail("expected 'key = value' or a [device.<name>] header, got '" + std::string(line) + "'",
+      fail(line,
+           "expected 'key = value' or a [device.<name>] header, got '" + std::string(written) +
+               "'" + why,
            "write e.g. per_hour = 2.93");
     }
-    const std::string key(trim(line.substr(0, equals)));
-    if (key.empty() || !std::all_of(key.begin(), key.end(), is_bare_key_char)) {
-      fail("bad key '" + key + "'", "keys are letters, digits, '_' and '-'");
+    const std::string key(trim(raw.substr(0, equals)));
+    if (reason.find("redefine existing") != std::string::npos) {
+      fail(line, "'" + key + "' is set twice" + why, "keep one");
     }
-    const Value value = parse_value(trim(line.substr(equals + 1)));
-    if (!in_device_) return set_top_level(key, value);
-    if (!seen_keys_.insert(key).second) {
-      fail("'" + key + "' is set twice in [device." + device_.key + "]", "keep one");
+    if (column <= equals) {
+      fail(line, "bad key '" + key + "'" + why,
+           "keys are letters, digits, '_' and '-', or in double quotes");
     }
-    set_device_key(key, value);
-  }
-
-  void parse_header(std::string_view line) {
-    const std::size_t hash = line.find('#');
-    std::string_view header = trim(line.substr(0, hash));
-    if (header.size() < 3 || header.back() != ']' || header[1] == '[') {
-      fail("bad table header '" + std::string(line) + "'", "write [device.<name>]");
+    if (reason.starts_with("expected a comment or whitespace") && column <= raw.size()) {
+      fail(line, "unexpected '" + std::string(trim(raw.substr(column - 1))) + "' after the value",
+           "one value per line; put comments after a #");
     }
-    header = trim(header.substr(1, header.size() - 2));
-    if (!header.starts_with("device.")) {
-      fail("unknown table [" + std::string(header) + "]",
-           "prices go in [device.<name>] tables, e.g. [device.a100]");
-    }
-    std::string name(trim(header.substr(7)));
-    if (name.size() >= 2 && name.front() == '"' && name.back() == '"')
-      name = name.substr(1, name.size() - 2);
-    if (name.empty()) fail("empty device name in [" + std::string(header) + "]", "name it");
-    finish_device();
-    for (const Price& price : table_.prices) {
-      if (price.key == name) fail("[device." + name + "] appears twice", "merge the two tables");
-    }
-    in_device_ = true;
-    device_ = Price{};
-    device_.key = name;
-    device_line_ = line_number_;
-    seen_keys_.clear();
-  }
-
-  void set_top_level(const std::string& key, const Value& value) {
-    if (key != "currency") {
-      fail("unknown top-level key '" + key + "'",
-           "only currency = \"USD\" goes above the [device.<name>] tables");
-    }
-    table_.currency = expect_string(key, value);
-  }
-
-  void set_device_key(const std::string& key, const Value& value) {
-    if (key == "match") {
-      device_.match = expect_string(key, value);
-    } else if (key == "per_hour" || key == "per_core_hour") {
-      if (seen_keys_.contains("per_hour") && seen_keys_.contains("per_core_hour")) {
-        fail("[device." + device_.key + "] has both per_hour and per_core_hour", "keep one");
+    std::string_view value = trim(raw.substr(equals + 1));
+    if (!value.empty() && (value.front() == '"' || value.front() == '\'')) {
+      if (value.find(value.front(), 1) == std::string_view::npos) {
+        fail(line, "unterminated string (column " + std::to_string(column) + ")",
+             std::string("close it with ") + value.front());
       }
-      const double* number = std::get_if<double>(&value);
-      if (number == nullptr || !(*number >= 0.0) || !std::isfinite(*number)) {
-        fail(key + " must be a non-negative number", "write e.g. " + key + " = 2.93");
-      }
-      device_.per_hour = *number;
-      device_.per_core = key == "per_core_hour";
-    } else if (key == "source") {
-      device_.source = expect_string(key, value);
-    } else if (key == "date") {
-      device_.date = expect_string(key, value);
-    } else {
-      fail("unknown key '" + key + "' in [device." + device_.key + "]",
-           "the keys are match, per_hour (or per_core_hour), source and date");
+      fail(line, "cannot read the string " + std::string(value) + why,
+           "use \\\", \\\\, \\n or \\t in \"...\", or a 'literal string'");
     }
-  }
-
-  void finish_device() {
-    if (!in_device_) return;
-    in_device_ = false;
-    const int here = line_number_;
-    line_number_ = device_line_;
-    if (!seen_keys_.contains("per_hour") && !seen_keys_.contains("per_core_hour")) {
-      fail("[device." + device_.key + "] has no price",
-           "add per_hour = <price per device-hour> (or per_core_hour for CPUs)");
-    }
-    if (device_.source.empty() || device_.date.empty()) {
-      fail("[device." + device_.key + "] needs source and date",
-           "say where the price comes from and when, e.g. source = \"https://...\" and date = "
-           "\"2024-06\"");
-    }
-    if (device_.match.empty()) device_.match = device_.key;
-    line_number_ = here;
-    table_.prices.push_back(device_);
-  }
-
-  std::string expect_string(const std::string& key, const Value& value) const {
-    if (const std::string* text = std::get_if<std::string>(&value)) return *text;
-    fail(key + " must be a string", "put it in double quotes: " + key + " = \"...\"");
-  }
-
-  Value parse_value(std::string_view text) {
-    if (text.empty()) fail("missing value", "write a string in quotes, a number, true or false");
-    if (text.front() == '"' || text.front() == '\'') return parse_string(text);
-    std::string_view token = text;
-    if (const std::size_t hash = token.find('#'); hash != std::string_view::npos)
-      token = trim(token.substr(0, hash));
-    if (token == "true") return true;
-    if (token == "false") return false;
-    std::string digits;
-    for (const char c : token) {
-      if (c != '_') digits += c;
-    }
-    try {
-      std::size_t used = 0;
-      const double number = std::stod(digits, &used);
-      if (used == digits.size() && !digits.empty() &&
-          (std::isdigit(static_cast<unsigned char>(digits.front())) || digits.front() == '-' ||
-           digits.front() == '+')) {
-        return number;
-      }
-    } catch (const std::exception&) {
-    }
-    fail("cannot read the value '" + std::string(token) + "'",
+    value = trim(value.substr(0, value.find('#')));
+    fail(line, "cannot read the value '" + std::string(value) + "'" + why,
          "write a string in double quotes, a number such as 2.93, true or false");
   }
 
-  Value parse_string(std::string_view text) {
-    const char quote = text.front();
-    std::string value;
-    std::size_t i = 1;
-    for (; i < text.size() && text[i] != quote; ++i) {
-      if (text[i] != '\\' || quote == '\'') {
-        value += text[i];
-        continue;
-      }
-      if (++i == text.size()) break;
-      switch (text[i]) {
-        case '"':
-          value += '"';
-          break;
-        case '\\':
-          value += '\\';
-          break;
-        case 'n':
-          value += '\n';
-          break;
-        case 't':
-          value += '\t';
-          break;
-        default:
-          fail(std::string("unsupported escape '\\") + text[i] + "'",
-               "use \\\", \\\\, \\n or \\t, or a 'literal string'");
-      }
+  void read_devices(const toml::key& key, const toml::node& node, std::vector<Price>& prices) {
+    const toml::table* devices = node.as_table();
+    if (devices == nullptr) {
+      fail(line_of(key.source()), "device must hold [device.<name>] tables",
+           "write a [device.<name>] header per device, e.g. [device.a100]");
     }
-    if (i >= text.size()) fail("unterminated string", std::string("close it with ") + quote);
-    const std::string_view rest = trim(text.substr(i + 1));
-    if (!rest.empty() && rest.front() != '#') {
-      fail("unexpected '" + std::string(rest) + "' after the string", "put comments after a #");
-    }
-    return value;
+    for (const auto& [name, entry] : in_file_order(*devices))
+      prices.push_back(read_device(*name, *entry));
   }
 
-  std::string_view text_;
+  Price read_device(const toml::key& name, const toml::node& node) {
+    Price price;
+    price.key = name.str();
+    const std::string header = "[device." + price.key + "]";
+    const toml::table* entry = node.as_table();
+    if (entry == nullptr) {
+      fail(line_of(name.source()), "'" + price.key + "' under [device] is not a table",
+           "give each device a table of its own: " + header + " and its keys below it");
+    }
+    if (price.key.empty())
+      fail(line_of(name.source()), "empty device name in [device.\"\"]", "name it");
+    bool priced = false;
+    for (const auto& [key_node, value] : in_file_order(*entry)) {
+      const std::string key(key_node->str());
+      if (key == "match") {
+        price.match = expect_string(*key_node, *value);
+      } else if (key == "per_hour" || key == "per_core_hour") {
+        if (priced) {
+          fail(line_of(key_node->source()), header + " has both per_hour and per_core_hour",
+               "keep one");
+        }
+        const std::optional<double> number =
+            value->is_number() ? value->value<double>() : std::nullopt;
+        if (!number || !(*number >= 0.0) || !std::isfinite(*number)) {
+          fail(line_of(value->source()), key + " must be a non-negative number",
+               "write e.g. " + key + " = 2.93");
+        }
+        price.per_hour = *number;
+        price.per_core = key == "per_core_hour";
+        priced = true;
+      } else if (key == "source") {
+        price.source = expect_string(*key_node, *value);
+      } else if (key == "date") {
+        price.date = expect_string(*key_node, *value);
+      } else {
+        fail(line_of(key_node->source()), "unknown key '" + key + "' in " + header,
+             "the keys are match, per_hour (or per_core_hour), source and date");
+      }
+    }
+    const int line = line_of(entry->source());
+    if (!priced) {
+      fail(line, header + " has no price",
+           "add per_hour = <price per device-hour> (or per_core_hour for CPUs)");
+    }
+    if (price.source.empty() || price.date.empty()) {
+      fail(line, header + " needs source and date",
+           "say where the price comes from and when, e.g. source = \"https://...\" and date = "
+           "\"2024-06\"");
+    }
+    if (price.match.empty()) price.match = price.key;
+    return price;
+  }
+
+  std::string expect_string(const toml::key& key, const toml::node& value) const {
+    if (const toml::value<std::string>* text = value.as_string()) return text->get();
+    fail(line_of(value.source()), std::string(key.str()) + " must be a string",
+         "put it in double quotes: " + std::string(key.str()) + " = \"...\"");
+  }
+
   std::string origin_;
-  PriceTable table_;
-  int line_number_ = 0;
-  bool in_device_ = false;
-  Price device_;
-  int device_line_ = 0;
-  std::set<std::string> seen_keys_;
 };
+
+// What a path that is not a regular file is, for the error that refuses it.
+std::string file_kind(std::filesystem::file_type type) {
+  switch (type) {
+    case std::filesystem::file_type::directory:
+      return "a directory";
+    case std::filesystem::file_type::fifo:
+      return "a FIFO";
+    case std::filesystem::file_type::character:
+      return "a character device";
+    case std::filesystem::file_type::block:
+      return "a block device";
+    case std::filesystem::file_type::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
+  }
+}
 
 }  // namespace
 
@@ -320,19 +335,34 @@ PriceTable default_prices() {
 }
 
 PriceTable parse_prices(std::string_view text, const std::string& origin) {
-  return PriceParser(text, origin).parse();
+  return PriceReader(origin).read(text);
 }
 
 PriceTable load_prices(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) {
-    throw IoError("cannot read the price table " + path +
-                  "; check the path (tandem bench --print-prices writes the defaults to start "
-                  "from)");
+  const std::string fix =
+      "; pass a TOML file (tandem bench --print-prices writes the defaults to start from)";
+  // Look before opening: reading /dev/zero or a FIFO would not end (or not end soon).
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (error) throw IoError("cannot read the price table " + path + ": " + error.message() + fix);
+  if (status.type() != std::filesystem::file_type::regular) {
+    throw IoError("the price table " + path + " is " + file_kind(status.type()) + fix);
   }
-  std::ostringstream text;
-  text << file.rdbuf();
-  return parse_prices(text.str(), path);
+  const std::uintmax_t size = std::filesystem::file_size(path, error);
+  if (!error && size > kMaxPriceFileBytes) {
+    throw IoError("the price table " + path + " has " + std::to_string(size) +
+                  " bytes, more than a price table's limit of 1 MiB" + fix);
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw IoError("cannot open the price table " + path + fix);
+  std::string text(kMaxPriceFileBytes + 1, '\0');
+  file.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (file.bad()) throw IoError("cannot read the price table " + path + fix);
+  text.resize(static_cast<std::size_t>(file.gcount()));
+  if (text.size() > kMaxPriceFileBytes) {
+    throw IoError("the price table " + path + " grew past a price table's limit of 1 MiB" + fix);
+  }
+  return parse_prices(text, path);
 }
 
 std::optional<PriceTable::Quote> PriceTable::quote(std::string_view device_name,

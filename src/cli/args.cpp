@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 namespace tandem::cli {
@@ -165,6 +166,31 @@ double parse_fraction(const std::string& option, const std::string& text) {
     throw UsageError(option + " must be a number in [0, 1), got '" + text + "'");
   }
   return *value;
+}
+
+std::string parse_directory(const std::string& option, const std::string& text) {
+  if (text.empty()) throw UsageError(option + " needs a directory, got ''");
+  return text;
+}
+
+std::string parse_output_path(const std::string& option, const std::string& text) {
+  if (text.empty()) throw UsageError(option + " needs a file name, got ''");
+  const std::filesystem::path parent = std::filesystem::absolute(text).parent_path();
+  if (!std::filesystem::is_directory(parent)) {
+    throw UsageError(option + " '" + text + "': directory " + parent.string() +
+                     " does not exist; create it or choose another path");
+  }
+  return text;
+}
+
+std::string parse_choice(const std::string& option, const std::string& text,
+                         const std::vector<std::string>& choices, const std::string& what) {
+  if (std::find(choices.begin(), choices.end(), text) != choices.end()) return text;
+  std::string listed;
+  for (std::size_t i = 0; i < choices.size(); ++i) {
+    listed += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  }
+  throw UsageError("unknown " + what + " '" + text + "' for " + option + "; choose " + listed);
 }
 
 }  // namespace tandem::cli

@@ -2,11 +2,13 @@
 // Command-line parsing for the `tandem` subcommands: declared options, `--name value` or
 // `--name=value`, `--help` on every command, and typed value checks that say what was wrong.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tandem::cli {
@@ -68,5 +70,114 @@ std::uint64_t parse_unsigned_integer(const std::string& option, const std::strin
 double parse_positive_number(const std::string& option, const std::string& text);
 // A number in [0, 1).
 double parse_fraction(const std::string& option, const std::string& text);
+// The text as given, refusing "" ("--logdir needs a directory, got ''").
+std::string parse_directory(const std::string& option, const std::string& text);
+// A file to write: the text as given, when its directory exists ("--report 'x/r.json': directory
+// /abs/x does not exist; create it or choose another path").
+std::string parse_output_path(const std::string& option, const std::string& text);
+// The text as given, when it is one of `choices`; otherwise "unknown <what> 'x' for --option;
+// choose a, b or c".
+std::string parse_choice(const std::string& option, const std::string& text,
+                         const std::vector<std::string>& choices, const std::string& what);
+
+// One option of a command, declared once: its name, the value it takes, its help line and how
+// its text is read into the command's `Options` (typed and checked, naming the option in every
+// error). An OptionTable holds a command's options in help order; its specs() go into the
+// CommandSpec and read() turns the parsed arguments into the command's options, so adding an
+// option is one entry in the table (and the field it fills).
+template <typename Options>
+struct Option {
+  std::string name;        // "--epochs"
+  std::string value_name;  // "N"; empty for a flag
+  std::string help;        // one line; defaults belong here, e.g. "(default 10)"
+  // Reads the text given (for a flag: "") into `options`; throws UsageError naming `option`.
+  std::function<void(Options& options, const std::string& option, const std::string& text)> read;
+};
+
+template <typename Options>
+class OptionTable {
+ public:
+  using Check = std::function<void(Options&, const ParsedArgs&)>;
+  // `checks`: rules across options (one that needs another, two that contradict), run after
+  // every option given is read; they may also fill in what the options given imply.
+  explicit OptionTable(std::vector<Option<Options>> options, std::vector<Check> checks = {})
+      : options_(std::move(options)), checks_(std::move(checks)) {}
+
+  // Another table's options (a group shared by commands, read into `member`), after these.
+  template <typename Group>
+  OptionTable& add(const OptionTable<Group>& group, Group Options::*member) {
+    for (const Option<Group>& option : group.options_) {
+      options_.push_back({option.name, option.value_name, option.help,
+                          [member, read = option.read](Options& options, const std::string& name,
+                                                       const std::string& text) {
+                            read(options.*member, name, text);
+                          }});
+    }
+    for (const auto& check : group.checks_) {
+      checks_.push_back([member, check](Options& options, const ParsedArgs& args) {
+        check(options.*member, args);
+      });
+    }
+    return *this;
+  }
+  // One more check.
+  OptionTable& check(Check rule) {
+    checks_.push_back(std::move(rule));
+    return *this;
+  }
+
+  // The declarations for the help and the parser.
+  std::vector<OptionSpec> specs() const {
+    std::vector<OptionSpec> specs;
+    for (const Option<Options>& option : options_)
+      specs.push_back({option.name, option.value_name, option.help});
+    return specs;
+  }
+  // The options given in `args` read over the defaults, in the table's order, then the checks.
+  Options read(const ParsedArgs& args) const {
+    Options options;
+    for (const Option<Options>& option : options_) {
+      if (const std::optional<std::string> text = args.value(option.name)) {
+        option.read(options, option.name, *text);
+      }
+    }
+    for (const auto& check : checks_)
+      check(options, args);
+    return options;
+  }
+
+ private:
+  template <typename>
+  friend class OptionTable;
+  std::vector<Option<Options>> options_;
+  std::vector<Check> checks_;
+};
+
+// Readers for Option::read: `field` set from the text by `parse(option, text)` (one of the typed
+// values above, or a function of the same shape), to the text as given, or to true for a flag.
+template <typename Options, typename T, typename Parse>
+auto into(T Options::*field, Parse parse) {
+  return [field, parse](Options& options, const std::string& option, const std::string& text) {
+    options.*field = static_cast<T>(parse(option, text));
+  };
+}
+template <typename Options>
+auto into(std::string Options::*field) {  // the text as given
+  return [field](Options& options, const std::string&, const std::string& text) {
+    options.*field = text;
+  };
+}
+// A parse for into(): one of `choices` (parse_choice).
+inline auto one_of(std::vector<std::string> choices, std::string what) {
+  return [choices = std::move(choices), what = std::move(what)](const std::string& option,
+                                                                const std::string& text) {
+    return parse_choice(option, text, choices, what);
+  };
+}
+template <typename Options>
+auto flag(bool Options::*field) {
+  return
+      [field](Options& options, const std::string&, const std::string&) { options.*field = true; };
+}
 
 }  // namespace tandem::cli

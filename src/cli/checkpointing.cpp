@@ -10,8 +10,6 @@
 namespace tandem::cli {
 namespace {
 
-constexpr std::int64_t kDefaultKeep = 3;
-
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
@@ -26,80 +24,71 @@ bool is_flag(const CommandSpec& spec, const std::string& name) {
 
 }  // namespace
 
-CommandSpec with_checkpointing_options(CommandSpec spec) {
-  spec.options.push_back({"--checkpoint-dir", "DIR",
-                          "write checkpoints (weights, optimizer state, RNG and data position) "
-                          "into DIR, atomically and in the background; a run killed at any "
-                          "moment resumes from the last one with --resume DIR"});
-  spec.options.push_back({"--checkpoint-every", "N",
-                          "also checkpoint every N training steps (default: at the end of each "
-                          "epoch only)"});
-  spec.options.push_back({"--keep-checkpoints", "N",
-                          "keep the newest N checkpoints, delete older ones (default " +
-                              std::to_string(kDefaultKeep) + "; 0 keeps all)"});
-  spec.options.push_back({"--keep-best", "LOG",
-                          "also keep the best checkpoint by this log: val_loss, val_accuracy "
-                          "(with --validation-split), loss or accuracy (lowest loss, highest "
-                          "accuracy)"});
-  spec.options.push_back({"--resume", "DIR",
-                          "continue the run whose checkpoints are in DIR (or the checkpoint "
-                          "DIR/ckpt-<step>) where it stopped, with its settings; checkpoints "
-                          "go on into DIR"});
-  spec.options.push_back({"--deterministic", "",
-                          "bit-identical results run to run and for any --threads: kernels sum "
-                          "in a fixed order (slower); with --resume the final weights equal an "
-                          "uninterrupted run's"});
-  spec.options.push_back({"--save-model", "DIR",
-                          "save the trained model (architecture JSON and safetensors weights) "
-                          "into DIR for tandem predict and tandem export"});
-  return spec;
-}
-
-CheckpointingOptions parse_checkpointing_options(const ParsedArgs& args) {
-  CheckpointingOptions options;
-  if (auto dir = args.value("--checkpoint-dir")) {
-    if (dir->empty()) throw UsageError("--checkpoint-dir needs a directory, got ''");
-    options.directory = *dir;
-  }
-  if (auto text = args.value("--checkpoint-every")) {
-    options.every_steps = parse_positive_integer("--checkpoint-every", *text);
-  }
-  if (auto text = args.value("--keep-checkpoints")) {
-    const std::uint64_t keep = parse_unsigned_integer("--keep-checkpoints", *text);
-    if (keep > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
-      throw UsageError("--keep-checkpoints " + *text + " is too many");
-    }
-    options.keep = static_cast<int>(keep);
-  }
-  if (auto log = args.value("--keep-best")) {
-    static const std::vector<std::string> logs{"loss", "accuracy", "val_loss", "val_accuracy"};
-    if (!contains(logs, *log)) {
-      throw UsageError("--keep-best " + *log + ": choose loss, accuracy, val_loss or val_accuracy");
-    }
-    options.keep_best = *log;
-  }
-  if (auto dir = args.value("--resume")) {
-    if (dir->empty()) throw UsageError("--resume needs a checkpoint directory, got ''");
-    options.resume = *dir;
-    // A resumed run keeps checkpointing where it came from, unless told otherwise.
-    if (options.directory.empty()) {
-      const std::filesystem::path path(*dir);
-      const bool single = path.filename().string().starts_with("ckpt-");
-      options.directory = single ? path.parent_path().string() : *dir;
-    }
-  }
-  options.deterministic = args.has("--deterministic");
-  if (auto dir = args.value("--save-model")) {
-    if (dir->empty()) throw UsageError("--save-model needs a directory, got ''");
-    options.save_model = *dir;
-  }
-  if ((args.has("--checkpoint-every") || args.has("--keep-checkpoints") ||
-       args.has("--keep-best")) &&
-      options.directory.empty()) {
-    throw UsageError(
-        "--checkpoint-every, --keep-checkpoints and --keep-best need --checkpoint-dir DIR");
-  }
-  return options;
+const OptionTable<CheckpointingOptions>& checkpointing_options() {
+  using O = CheckpointingOptions;
+  static const OptionTable<O> table(
+      {
+          {"--checkpoint-dir", "DIR",
+           "write checkpoints (weights, optimizer state, RNG and data position) into DIR, "
+           "atomically and in the background; a run killed at any moment resumes from the last "
+           "one with --resume DIR",
+           into(&O::directory, parse_directory)},
+          {"--checkpoint-every", "N",
+           "also checkpoint every N training steps (default: at the end of each epoch only)",
+           into(&O::every_steps, parse_positive_integer)},
+          {"--keep-checkpoints", "N",
+           "keep the newest N checkpoints, delete older ones (default " + std::to_string(O{}.keep) +
+               "; 0 keeps all)",
+           [](O& options, const std::string& option, const std::string& text) {
+             const std::uint64_t keep = parse_unsigned_integer(option, text);
+             if (keep > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+               throw UsageError(option + " " + text + " is too many");
+             }
+             options.keep = static_cast<int>(keep);
+           }},
+          {"--keep-best", "LOG",
+           "also keep the best checkpoint by this log: val_loss, val_accuracy (with "
+           "--validation-split), loss or accuracy (lowest loss, highest accuracy)",
+           [](O& options, const std::string& option, const std::string& text) {
+             static const std::vector<std::string> logs{"loss", "accuracy", "val_loss",
+                                                        "val_accuracy"};
+             if (!contains(logs, text)) {
+               throw UsageError(option + " " + text +
+                                ": choose loss, accuracy, val_loss or val_accuracy");
+             }
+             options.keep_best = text;
+           }},
+          {"--resume", "DIR",
+           "continue the run whose checkpoints are in DIR (or the checkpoint DIR/ckpt-<step>) "
+           "where it stopped, with its settings; checkpoints go on into DIR",
+           [](O& options, const std::string& option, const std::string& text) {
+             if (text.empty()) throw UsageError(option + " needs a checkpoint directory, got ''");
+             options.resume = text;
+           }},
+          {"--deterministic", "",
+           "bit-identical results run to run and for any --threads: kernels sum in a fixed order "
+           "(slower); with --resume the final weights equal an uninterrupted run's",
+           flag(&O::deterministic)},
+          {"--save-model", "DIR",
+           "save the trained model (architecture JSON and safetensors weights) into DIR for "
+           "tandem predict and tandem export",
+           into(&O::save_model, parse_directory)},
+      },
+      {[](O& options, const ParsedArgs& args) {
+        // A resumed run keeps checkpointing where it came from, unless told otherwise.
+        if (!options.resume.empty() && options.directory.empty()) {
+          const std::filesystem::path path(options.resume);
+          const bool single = path.filename().string().starts_with("ckpt-");
+          options.directory = single ? path.parent_path().string() : options.resume;
+        }
+        if ((args.has("--checkpoint-every") || args.has("--keep-checkpoints") ||
+             args.has("--keep-best")) &&
+            options.directory.empty()) {
+          throw UsageError(
+              "--checkpoint-every, --keep-checkpoints and --keep-best need --checkpoint-dir DIR");
+        }
+      }});
+  return table;
 }
 
 const std::vector<std::string>& run_defining_options() {

@@ -26,8 +26,8 @@ struct CheckpointingOptions {
   std::string save_model;        // --save-model; empty: none
 };
 
-CommandSpec with_checkpointing_options(CommandSpec spec);
-CheckpointingOptions parse_checkpointing_options(const ParsedArgs& args);
+// The options: their help lines, parsing and checks.
+const OptionTable<CheckpointingOptions>& checkpointing_options();
 
 // The options that decide a run's course: a resumed run must keep them. The checkpoint stores
 // them (with the carried ones below) as its RunConfig, keyed by option name.

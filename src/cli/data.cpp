@@ -361,18 +361,34 @@ data::Pipeline folder_examples(const std::string& root) {
       {.name = "to_example"});
 }
 
-int convert(const std::string& source, const std::string& destination, const ParsedArgs& args) {
+struct DataOptions {
+  std::string labels;  // empty: none
+  bool gzip = false;
+};
+
+const OptionTable<DataOptions>& data_options() {
+  using O = DataOptions;
+  static const OptionTable<O> table({
+      {"--labels", "FILE", "convert: the IDX label file that goes with IDX images",
+       into(&O::labels)},
+      {"--gzip", "", "convert: gzip-compress the TFRecord file (TensorFlow's \"GZIP\")",
+       flag(&O::gzip)},
+  });
+  return table;
+}
+
+int convert(const std::string& source, const std::string& destination, const DataOptions& options) {
   const auto parent = fs::absolute(destination).parent_path();
   if (!fs::is_directory(parent)) {
     throw UsageError("convert: directory " + parent.string() + " of '" + destination +
                      "' does not exist; create it or choose another path");
   }
   const data::Compression compression =
-      args.has("--gzip") ? data::Compression::gzip : data::Compression::none;
+      options.gzip ? data::Compression::gzip : data::Compression::none;
   // The records, and the spec that reads them back.
   const auto [examples, spec] = [&]() -> std::pair<data::Pipeline, std::string> {
     if (fs::is_directory(source)) {
-      if (args.has("--labels")) {
+      if (!options.labels.empty()) {
         throw UsageError(
             "convert: --labels is for IDX images; an image folder's labels are its "
             "class folders");
@@ -386,13 +402,12 @@ int convert(const std::string& source, const std::string& destination, const Par
                     ": neither an IDX image file nor a folder of class folders; convert "
                     "takes one of those");
     }
-    const std::optional<std::string> labels = args.value("--labels");
-    if (!labels) {
+    if (options.labels.empty()) {
       throw UsageError(
           "convert: IDX images need their labels: pass --labels FILE (e.g. "
           "train-labels-idx1-ubyte.gz)");
     }
-    return {idx_examples(source, *labels),
+    return {idx_examples(source, options.labels),
             "{\"image\", FeatureSpec::bytes({H, W, C})}, {\"label\", FeatureSpec::int64({}, "
             "DType::i32)}"};
   }();
@@ -417,10 +432,7 @@ const CommandSpec& data_spec() {
       "convert: writes SOURCE, an IDX image file (with --labels) or a folder of <class>/<image>\n"
       "files, to DEST as a TFRecord file of tf.train.Example records: image (raw pixels or the\n"
       "encoded file), label, height, width, channels (and class and format for image folders).",
-      {
-          {"--labels", "FILE", "convert: the IDX label file that goes with IDX images"},
-          {"--gzip", "", "convert: gzip-compress the TFRecord file (TensorFlow's \"GZIP\")"},
-      },
+      data_options().specs(),
       false,
       "inspect PATH, or convert SOURCE DEST",
   };
@@ -430,12 +442,13 @@ const CommandSpec& data_spec() {
 int run_data(const ParsedArgs& args) {
   const std::vector<std::string>& operands = args.operands();
   const std::string& action = operands.front();
+  const DataOptions options = data_options().read(args);
   if (action == "inspect") {
     if (operands.size() != 2) {
       throw UsageError("'tandem data inspect' takes one PATH, got " +
                        std::to_string(operands.size() - 1));
     }
-    if (args.has("--labels") || args.has("--gzip")) {
+    if (!options.labels.empty() || options.gzip) {
       throw UsageError("--labels and --gzip are options of 'tandem data convert', not inspect");
     }
     inspect(operands[1]);
@@ -446,7 +459,7 @@ int run_data(const ParsedArgs& args) {
       throw UsageError("'tandem data convert' takes SOURCE and DEST, got " +
                        plural(static_cast<std::int64_t>(operands.size() - 1), "argument"));
     }
-    return convert(operands[1], operands[2], args);
+    return convert(operands[1], operands[2], options);
   }
   throw UsageError("unknown action '" + action +
                    "' for 'tandem data'; choose inspect or convert (run 'tandem data --help')");

@@ -1,31 +1,14 @@
 // `tandem devices`: what Tandem can run on here, and why not where it cannot.
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "cli/format.h"
-#include "cli/json.h"
 #include "tandem/distribute.h"
 #include "tandem/runtime.h"
 
 namespace tandem::cli {
-
-const CommandSpec& devices_spec() {
-  static const CommandSpec spec{
-      "devices",
-      "List the devices Tandem can use",
-      "tandem devices [--json]",
-      "Shows the CPU (model, sockets, cores and threads, the instruction sets Tandem's kernels\n"
-      "can use, memory, the oneDNN version and the ISA it dispatches to); the NVIDIA GPUs (name,\n"
-      "memory, compute capability, driver and runtime versions, through the CUDA runtime and\n"
-      "driver loaded at run time) and NCCL; TPUs (a PJRT plugin such as libtpu.so, found on the\n"
-      "search path or through TANDEM_PJRT_PLUGIN, and Google's PCI vendor id); each with the\n"
-      "reason when absent; and the strategy `tandem train --strategy auto` would choose.",
-      {{"--json", "", "print one JSON object (for scripts) instead of text"}},
-      /*takes_command=*/false,
-      /*operands=*/"",
-  };
-  return spec;
-}
 
 namespace {
 
@@ -100,98 +83,114 @@ void print_text(const distribute::CpuInfo& cpu, const distribute::DeviceInventor
   }
 }
 
-JsonObject library_json(const distribute::LibraryInfo& library) {
-  JsonObject json;
-  json.add_bool("loaded", library.loaded)
-      .add_string("path", library.path)
-      .add_string("version", library.version)
-      .add_string("reason", library.reason);
-  return json;
+nlohmann::ordered_json library_json(const distribute::LibraryInfo& library) {
+  return {{"loaded", library.loaded},
+          {"path", library.path},
+          {"version", library.version},
+          {"reason", library.reason}};
 }
 
 void print_json(const distribute::CpuInfo& cpu, const distribute::DeviceInventory& inventory,
                 const distribute::StrategyChoice& choice) {
-  JsonObject isa;
+  nlohmann::ordered_json isa = nlohmann::ordered_json::object();
   for (const distribute::IsaFeature& feature : cpu.features)
-    isa.add_bool(feature.name, feature.available);
-  JsonObject cpu_json;
-  cpu_json.add_string("device", "cpu:0")
-      .add_string("model", cpu.model)
-      .add_string("vendor", cpu.vendor)
-      .add_integer("sockets", cpu.sockets)
-      .add_integer("cores", cpu.cores)
-      .add_integer("threads", cpu.threads)
-      .add_integer("threads_available", cpu.threads_available)
-      .add_object("isa", isa)
-      .add_integer("memory_total_bytes", cpu.memory_total_bytes)
-      .add_integer("memory_available_bytes", cpu.memory_available_bytes)
-      .add_string("backend", cpu_backend_description())
-      .add_integer("backend_threads", num_threads());
+    isa[feature.name] = feature.available;
+  const nlohmann::ordered_json cpu_json{{"device", "cpu:0"},
+                                        {"model", cpu.model},
+                                        {"vendor", cpu.vendor},
+                                        {"sockets", cpu.sockets},
+                                        {"cores", cpu.cores},
+                                        {"threads", cpu.threads},
+                                        {"threads_available", cpu.threads_available},
+                                        {"isa", isa},
+                                        {"memory_total_bytes", cpu.memory_total_bytes},
+                                        {"memory_available_bytes", cpu.memory_available_bytes},
+                                        {"backend", cpu_backend_description()},
+                                        {"backend_threads", num_threads()}};
 
   const distribute::CudaInfo& cuda = inventory.cuda;
-  std::vector<JsonObject> gpus;
+  nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
   for (const distribute::GpuInfo& gpu : cuda.gpus) {
-    JsonObject json;
-    json.add_string("device", "cuda:" + std::to_string(gpu.index))
-        .add_string("name", gpu.name)
-        .add_integer("memory_bytes", gpu.memory_bytes)
-        .add_string("compute_capability", std::to_string(gpu.compute_capability_major) + "." +
-                                              std::to_string(gpu.compute_capability_minor))
-        .add_integer("multiprocessors", gpu.multiprocessors)
-        .add_string("pci_bus_id", gpu.pci_bus_id);
-    gpus.push_back(std::move(json));
+    gpus.push_back({{"device", "cuda:" + std::to_string(gpu.index)},
+                    {"name", gpu.name},
+                    {"memory_bytes", gpu.memory_bytes},
+                    {"compute_capability", std::to_string(gpu.compute_capability_major) + "." +
+                                               std::to_string(gpu.compute_capability_minor)},
+                    {"multiprocessors", gpu.multiprocessors},
+                    {"pci_bus_id", gpu.pci_bus_id}});
   }
-  JsonObject cuda_json;
-  cuda_json.add_object("runtime", library_json(cuda.runtime))
-      .add_integer("runtime_version", cuda.runtime_version)
-      .add_object("driver", library_json(cuda.driver))
-      .add_integer("driver_version", cuda.driver_version);
+  const nlohmann::ordered_json cuda_json{{"runtime", library_json(cuda.runtime)},
+                                         {"runtime_version", cuda.runtime_version},
+                                         {"driver", library_json(cuda.driver)},
+                                         {"driver_version", cuda.driver_version}};
 
   const distribute::TpuInfo& tpu = inventory.tpu;
-  std::vector<JsonObject> chips;
-  for (const distribute::TpuChip& chip : tpu.chips) {
-    JsonObject json;
-    json.add_string("pci_address", chip.pci_address).add_string("device_id", chip.device_id);
-    chips.push_back(std::move(json));
-  }
-  JsonObject tpu_json;
-  tpu_json.add_bool("usable", tpu.usable())
-      .add_object("plugin", library_json(tpu.plugin))
-      .add_string_array("searched", tpu.searched)
-      .add_object_array("chips", chips)
-      .add_bool("backend_built", tpu.backend_built)
-      .add_string("reason", tpu.reason);
+  nlohmann::ordered_json chips = nlohmann::ordered_json::array();
+  for (const distribute::TpuChip& chip : tpu.chips)
+    chips.push_back({{"pci_address", chip.pci_address}, {"device_id", chip.device_id}});
+  const nlohmann::ordered_json tpu_json{
+      {"usable", tpu.usable()}, {"plugin", library_json(tpu.plugin)}, {"searched", tpu.searched},
+      {"chips", chips},         {"backend_built", tpu.backend_built}, {"reason", tpu.reason}};
 
-  JsonObject strategy;
-  strategy.add_string("kind", choice.kind);
   std::vector<std::string> devices;
   for (const Device& device : choice.devices)
     devices.push_back(device.str());
-  strategy.add_string_array("devices", devices).add_string_array("log", choice.log);
+  const nlohmann::ordered_json strategy{
+      {"kind", choice.kind}, {"devices", devices}, {"log", choice.log}};
 
-  JsonObject report;
-  report.add_string("tandem_version", version())
-      .add_object("cpu", cpu_json)
-      .add_object_array("gpus", gpus)
-      .add_bool("gpu_backend_built", cuda.backend_built)
-      .add_bool("gpu_backend_available", cuda.backend_available)
-      .add_string("gpu_status", cuda.gpus.empty() ? cuda.reason : backend_line(cuda))
-      .add_object("cuda", cuda_json)
-      .add_object("nccl", library_json(inventory.nccl))
-      .add_object("cudnn", library_json(inventory.cudnn))
-      .add_object("tpu", tpu_json)
-      .add_object("strategy_auto", strategy);
-  std::cout << report.str() << "\n";
+  const nlohmann::ordered_json report{
+      {"tandem_version", version()},
+      {"cpu", cpu_json},
+      {"gpus", gpus},
+      {"gpu_backend_built", cuda.backend_built},
+      {"gpu_backend_available", cuda.backend_available},
+      {"gpu_status", cuda.gpus.empty() ? cuda.reason : backend_line(cuda)},
+      {"cuda", cuda_json},
+      {"nccl", library_json(inventory.nccl)},
+      {"cudnn", library_json(inventory.cudnn)},
+      {"tpu", tpu_json},
+      {"strategy_auto", strategy}};
+  std::cout << json_text(report) << "\n";
+}
+
+struct DevicesOptions {
+  bool json = false;
+};
+
+const OptionTable<DevicesOptions>& devices_options() {
+  static const OptionTable<DevicesOptions> table({
+      {"--json", "", "print one JSON object (for scripts) instead of text",
+       flag(&DevicesOptions::json)},
+  });
+  return table;
 }
 
 }  // namespace
+
+const CommandSpec& devices_spec() {
+  static const CommandSpec spec{
+      "devices",
+      "List the devices Tandem can use",
+      "tandem devices [--json]",
+      "Shows the CPU (model, sockets, cores and threads, the instruction sets Tandem's kernels\n"
+      "can use, memory, the oneDNN version and the ISA it dispatches to); the NVIDIA GPUs (name,\n"
+      "memory, compute capability, driver and runtime versions, through the CUDA runtime and\n"
+      "driver loaded at run time) and NCCL; TPUs (a PJRT plugin such as libtpu.so, found on the\n"
+      "search path or through TANDEM_PJRT_PLUGIN, and Google's PCI vendor id); each with the\n"
+      "reason when absent; and the strategy `tandem train --strategy auto` would choose.",
+      devices_options().specs(),
+      /*takes_command=*/false,
+      /*operands=*/"",
+  };
+  return spec;
+}
 
 int run_devices(const ParsedArgs& args) {
   const distribute::CpuInfo cpu = distribute::probe_cpu();
   const distribute::DeviceInventory inventory = distribute::discover_devices();
   const distribute::StrategyChoice choice =
       distribute::choose_strategy(inventory, distribute::launched_processes());
-  if (args.has("--json")) {
+  if (devices_options().read(args).json) {
     print_json(cpu, inventory, choice);
   } else {
     print_text(cpu, inventory, choice);

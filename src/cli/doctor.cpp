@@ -8,9 +8,10 @@
 #include <fstream>
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "cli/format.h"
-#include "cli/json.h"
 #include "tandem/data.h"
 #include "tandem/distribute.h"
 #include "tandem/runtime.h"
@@ -210,6 +211,33 @@ std::vector<Check> run_checks(const std::string& data_dir, const std::string& lo
 
 }  // namespace
 
+namespace {
+
+struct DoctorOptions {
+  std::string data_dir = data::kFashionMnistDefaultDir;
+  std::string logdir = kDefaultLogdir;
+  std::string checkpoint_dir = kDefaultCheckpointDir;
+  bool json = false;
+};
+
+const OptionTable<DoctorOptions>& doctor_options() {
+  using O = DoctorOptions;
+  static const OptionTable<O> table({
+      {"--data-dir", "DIR",
+       "where the Fashion-MNIST files should be (default " + O{}.data_dir + ")",
+       into(&O::data_dir, parse_directory)},
+      {"--logdir", "DIR", "the folder TensorBoard logs will go to (default " + O{}.logdir + ")",
+       into(&O::logdir, parse_directory)},
+      {"--checkpoint-dir", "DIR",
+       "the folder checkpoints will go to (default " + O{}.checkpoint_dir + ")",
+       into(&O::checkpoint_dir, parse_directory)},
+      {"--json", "", "print one JSON object (for scripts) instead of text", flag(&O::json)},
+  });
+  return table;
+}
+
+}  // namespace
+
 const CommandSpec& doctor_spec() {
   static const CommandSpec spec{
       "doctor",
@@ -220,14 +248,7 @@ const CommandSpec& doctor_spec() {
       "usable, whether a TPU plugin loads, MPI, the data set, and write access to the log and\n"
       "checkpoint folders. Each line is OK, WARN or FAIL, with the fix. Exits with status 1 when\n"
       "a check fails.",
-      {{"--data-dir", "DIR",
-        std::string("where the Fashion-MNIST files should be (default ") +
-            data::kFashionMnistDefaultDir + ")"},
-       {"--logdir", "DIR",
-        std::string("the folder TensorBoard logs will go to (default ") + kDefaultLogdir + ")"},
-       {"--checkpoint-dir", "DIR",
-        std::string("the folder checkpoints will go to (default ") + kDefaultCheckpointDir + ")"},
-       {"--json", "", "print one JSON object (for scripts) instead of text"}},
+      doctor_options().specs(),
       /*takes_command=*/false,
       /*operands=*/"",
   };
@@ -235,37 +256,28 @@ const CommandSpec& doctor_spec() {
 }
 
 int run_doctor(const ParsedArgs& args) {
-  const std::string data_dir = args.value("--data-dir").value_or(data::kFashionMnistDefaultDir);
-  const std::string logdir = args.value("--logdir").value_or(kDefaultLogdir);
-  const std::string checkpoint_dir = args.value("--checkpoint-dir").value_or(kDefaultCheckpointDir);
-  for (const auto& [option, value] : {std::pair{"--data-dir", data_dir},
-                                      {"--logdir", logdir},
-                                      {"--checkpoint-dir", checkpoint_dir}}) {
-    if (value.empty()) throw UsageError(std::string(option) + " needs a directory, got ''");
-  }
-  const std::vector<Check> checks = run_checks(data_dir, logdir, checkpoint_dir);
+  const DoctorOptions options = doctor_options().read(args);
+  const std::vector<Check> checks =
+      run_checks(options.data_dir, options.logdir, options.checkpoint_dir);
   int failures = 0;
   int warnings = 0;
   for (const Check& check : checks) {
     failures += check.status == Status::fail;
     warnings += check.status == Status::warn;
   }
-  if (args.has("--json")) {
-    std::vector<JsonObject> items;
+  if (options.json) {
+    nlohmann::ordered_json items = nlohmann::ordered_json::array();
     for (const Check& check : checks) {
-      JsonObject item;
-      item.add_string("check", check.name)
-          .add_string("status", status_name(check.status))
-          .add_string("detail", check.detail)
-          .add_string("fix", check.fix);
-      items.push_back(std::move(item));
+      items.push_back({{"check", check.name},
+                       {"status", status_name(check.status)},
+                       {"detail", check.detail},
+                       {"fix", check.fix}});
     }
-    JsonObject report;
-    report.add_string("tandem_version", version())
-        .add_object_array("checks", items)
-        .add_integer("failures", failures)
-        .add_integer("warnings", warnings);
-    std::cout << report.str() << "\n";
+    const nlohmann::ordered_json report{{"tandem_version", version()},
+                                        {"checks", items},
+                                        {"failures", failures},
+                                        {"warnings", warnings}};
+    std::cout << json_text(report) << "\n";
   } else {
     for (const Check& check : checks) {
       const std::string status = status_name(check.status);

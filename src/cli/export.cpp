@@ -8,6 +8,45 @@
 
 namespace tandem::cli {
 
+namespace {
+
+struct ExportOptions {
+  std::string model_dir;
+  std::string format;
+  std::string output;
+  io::OnnxExportOptions onnx;
+};
+
+const OptionTable<ExportOptions>& export_options() {
+  using O = ExportOptions;
+  static const OptionTable<O> table(
+      {
+          {"--model", "DIR", "the saved model's directory (required)", into(&O::model_dir)},
+          {"--format", "NAME", "onnx (required; the only format so far)",
+           into(&O::format, one_of({"onnx"}, "format"))},
+          {"--output", "FILE", "where to write the model (required)", into(&O::output)},
+          {"--opset", "N", "ONNX opset, 13 to 17 (default " + std::to_string(O{}.onnx.opset) + ")",
+           [](O& options, const std::string& option, const std::string& text) {
+             const std::int64_t opset = parse_positive_integer(option, text);
+             if (opset < 13 || opset > 17) {
+               throw UsageError(
+                   option + " must be 13 to 17 (what the ONNX library here knows), got " + text);
+             }
+             options.onnx.opset = static_cast<int>(opset);
+           }},
+      },
+      {[](O& options, const ParsedArgs&) {
+        if (options.model_dir.empty()) {
+          throw UsageError("'tandem export' needs --model DIR, the directory of a saved model");
+        }
+        if (options.format.empty()) throw UsageError("'tandem export' needs --format onnx");
+        if (options.output.empty()) throw UsageError("'tandem export' needs --output FILE");
+      }});
+  return table;
+}
+
+}  // namespace
+
 const CommandSpec& export_spec() {
   static const CommandSpec spec{
       "export",
@@ -17,40 +56,17 @@ const CommandSpec& export_spec() {
       "as an ONNX model: input \"input\" (N, H, W, C) as Tandem takes it, output \"output\";\n"
       "convolutions and pooling run in ONNX's NCHW inside, with the transposes the graph needs.\n"
       "The file passes the ONNX checker and shape inference before it is written.",
-      {
-          {"--model", "DIR", "the saved model's directory (required)"},
-          {"--format", "NAME", "onnx (required; the only format so far)"},
-          {"--output", "FILE", "where to write the model (required)"},
-          {"--opset", "N", "ONNX opset, 13 to 17 (default 13)"},
-      },
+      export_options().specs(),
   };
   return spec;
 }
 
 int run_export(const ParsedArgs& args) {
-  const std::optional<std::string> model_dir = args.value("--model");
-  const std::optional<std::string> format = args.value("--format");
-  const std::optional<std::string> output = args.value("--output");
-  if (!model_dir || model_dir->empty()) {
-    throw UsageError("'tandem export' needs --model DIR, the directory of a saved model");
-  }
-  if (!format) throw UsageError("'tandem export' needs --format onnx");
-  if (*format != "onnx") {
-    throw UsageError("unknown format '" + *format + "' for --format; choose onnx");
-  }
-  if (!output || output->empty()) throw UsageError("'tandem export' needs --output FILE");
-  io::OnnxExportOptions options;
-  if (auto text = args.value("--opset")) {
-    const std::int64_t opset = parse_positive_integer("--opset", *text);
-    if (opset < 13 || opset > 17) {
-      throw UsageError("--opset must be 13 to 17 (what the ONNX library here knows), got " + *text);
-    }
-    options.opset = static_cast<int>(opset);
-  }
-  const nn::Model model = io::load_model(*model_dir);
-  io::export_onnx(model, *output, options);
-  std::cout << "exported: " << *output << " (ONNX opset " << options.opset << ", model '"
-            << model.name() << "', input (N, " <<
+  const ExportOptions options = export_options().read(args);
+  const nn::Model model = io::load_model(options.model_dir);
+  io::export_onnx(model, options.output, options.onnx);
+  std::cout << "exported: " << options.output << " (ONNX opset " << options.onnx.opset
+            << ", model '" << model.name() << "', input (N, " <<
       [&] {
         std::string dims;
         for (std::size_t i = 1; i < model.input_shape().size(); ++i)

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 namespace tandem::cli {
 
 std::string format_bytes(std::int64_t bytes) {
@@ -23,6 +25,10 @@ std::string shortest(double value) {
   char text[32];
   const auto result = std::to_chars(text, text + sizeof text, value);
   return std::string(text, result.ptr);
+}
+
+std::string json_text(const nlohmann::ordered_json& value) {
+  return value.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace tandem::cli

@@ -54,6 +54,52 @@ std::string shell_word(const std::string& word) {
   return quoted + "'";
 }
 
+struct LaunchOptions {
+  std::int64_t workers = 0;  // 0: not given
+  std::string hosts;
+  std::string hostfile;
+  std::string mpirun = "mpirun";
+  bool dry_run = false;
+};
+
+const OptionTable<LaunchOptions>& launch_options() {
+  using O = LaunchOptions;
+  static const OptionTable<O> table(
+      {
+          {"-n", "N", "the number of workers (processes)",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.workers = parse_positive_integer(option, text);
+             if (options.workers > INT_MAX) {
+               throw UsageError(option + " " + text + " is too many workers");
+             }
+           }},
+          {"--hosts", "LIST",
+           "comma-separated hosts, each host or host:slots (default: this machine)",
+           [](O& options, const std::string& option, const std::string& text) {
+             if (text.empty()) throw UsageError(option + " needs a list of hosts, got ''");
+             options.hosts = text;
+           }},
+          {"--hostfile", "FILE", "an Open MPI hostfile listing the hosts and their slots",
+           [](O& options, const std::string& option, const std::string& text) {
+             if (!std::filesystem::is_regular_file(text)) {
+               throw UsageError(option + " " + text + " does not exist; give an Open MPI hostfile");
+             }
+             options.hostfile = text;
+           }},
+          {"--mpirun", "PATH", "the mpirun to run (default: mpirun on PATH)", into(&O::mpirun)},
+          {"--dry-run", "", "print the mpirun command instead of running it", flag(&O::dry_run)},
+      },
+      {[](O& options, const ParsedArgs&) {
+        if (options.workers == 0) {
+          throw UsageError("tandem launch needs -n N, the number of workers");
+        }
+        if (!options.hosts.empty() && !options.hostfile.empty()) {
+          throw UsageError("--hosts and --hostfile both list the hosts; pass one of them");
+        }
+      }});
+  return table;
+}
+
 }  // namespace
 
 const CommandSpec& launch_spec() {
@@ -68,12 +114,7 @@ const CommandSpec& launch_spec() {
       "Adds what Open MPI needs: --oversubscribe when N exceeds this machine's cores (and no\n"
       "hosts are given), --allow-run-as-root when run as root, and -x for every TANDEM_*\n"
       "variable and OMP_NUM_THREADS so remote workers get them. Exits with mpirun's status.",
-      {{"-n", "N", "the number of workers (processes)"},
-       {"--hosts", "LIST",
-        "comma-separated hosts, each host or host:slots (default: this machine)"},
-       {"--hostfile", "FILE", "an Open MPI hostfile listing the hosts and their slots"},
-       {"--mpirun", "PATH", "the mpirun to run (default: mpirun on PATH)"},
-       {"--dry-run", "", "print the mpirun command instead of running it"}},
+      launch_options().specs(),
       /*takes_command=*/true,
       /*operands=*/"",
   };
@@ -81,22 +122,17 @@ const CommandSpec& launch_spec() {
 }
 
 int run_launch(const ParsedArgs& args) {
-  const std::optional<std::string> workers_text = args.value("-n");
-  if (!workers_text) throw UsageError("tandem launch needs -n N, the number of workers");
-  const std::int64_t workers = parse_positive_integer("-n", *workers_text);
-  if (workers > INT_MAX) throw UsageError("-n " + *workers_text + " is too many workers");
+  const LaunchOptions options = launch_options().read(args);
+  const std::int64_t workers = options.workers;
   std::vector<std::string> command = args.command();
   if (command.empty()) {
     throw UsageError(
         "no command to launch; give it after --, e.g. tandem launch -n 2 -- tandem "
         "train --strategy multi-worker");
   }
-  if (args.has("--hosts") && args.has("--hostfile")) {
-    throw UsageError("--hosts and --hostfile both list the hosts; pass one of them");
-  }
   if (command.front() == "tandem") command.front() = own_executable();
 
-  const std::string requested = args.value("--mpirun").value_or("mpirun");
+  const std::string& requested = options.mpirun;
   const std::string mpirun = find_on_path(requested);
   if (mpirun.empty()) {
     throw Error(requested + " not found" +
@@ -107,7 +143,7 @@ int run_launch(const ParsedArgs& args) {
 
   std::vector<std::string> argv{mpirun, "-np", std::to_string(workers)};
   const bool open_mpi = distribute::mpi_library_version().starts_with("Open MPI");
-  const bool remote = args.has("--hosts") || args.has("--hostfile");
+  const bool remote = !options.hosts.empty() || !options.hostfile.empty();
   if (open_mpi) {
     if (geteuid() == 0) argv.emplace_back("--allow-run-as-root");
     const unsigned cores = std::thread::hardware_concurrency();
@@ -123,20 +159,17 @@ int run_launch(const ParsedArgs& args) {
       }
     }
   }
-  if (auto hosts = args.value("--hosts")) {
+  if (!options.hosts.empty()) {
     argv.emplace_back("--host");
-    argv.push_back(*hosts);
+    argv.push_back(options.hosts);
   }
-  if (auto hostfile = args.value("--hostfile")) {
-    if (!std::filesystem::is_regular_file(*hostfile)) {
-      throw UsageError("--hostfile " + *hostfile + " does not exist; give an Open MPI hostfile");
-    }
+  if (!options.hostfile.empty()) {
     argv.emplace_back("--hostfile");
-    argv.push_back(*hostfile);
+    argv.push_back(options.hostfile);
   }
   argv.insert(argv.end(), command.begin(), command.end());
 
-  if (args.has("--dry-run")) {
+  if (options.dry_run) {
     std::string line;
     for (const std::string& word : argv) {
       if (!line.empty()) line += ' ';

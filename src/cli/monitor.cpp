@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -87,6 +86,30 @@ int reap(pid_t child) {
   return 1;
 }
 
+struct MonitorOptions {
+  observe::ResourceMonitorOptions monitor;
+  std::string logdir;  // empty: no TensorBoard scalars
+  bool quiet = false;
+};
+
+const OptionTable<MonitorOptions>& monitor_options() {
+  using O = MonitorOptions;
+  static const OptionTable<O> table({
+      {"--interval", "S", "seconds between samples (default 1)",
+       [](O& options, const std::string& option, const std::string& text) {
+         options.monitor.interval_seconds = parse_positive_number(option, text);
+       }},
+      {"--csv", "FILE", "write every sample as a CSV row",
+       [](O& options, const std::string& option, const std::string& text) {
+         options.monitor.csv_path = parse_output_path(option, text);
+       }},
+      {"--logdir", "DIR", "write the samples as TensorBoard scalars (monitor/*) to DIR",
+       into(&O::logdir, parse_directory)},
+      {"--quiet", "", "no summary", flag(&O::quiet)},
+  });
+  return table;
+}
+
 }  // namespace
 
 const CommandSpec& monitor_spec() {
@@ -98,12 +121,7 @@ const CommandSpec& monitor_spec() {
       "resident memory, the machine's CPU use and, through NVIDIA's NVML where a driver is\n"
       "installed, each GPU's utilisation, memory, power and temperature. Prints a summary to\n"
       "stderr when the command ends and exits with the command's status.",
-      {
-          {"--interval", "S", "seconds between samples (default 1)"},
-          {"--csv", "FILE", "write every sample as a CSV row"},
-          {"--logdir", "DIR", "write the samples as TensorBoard scalars (monitor/*) to DIR"},
-          {"--quiet", "", "no summary"},
-      },
+      monitor_options().specs(),
       /*takes_command=*/true,
   };
   return spec;
@@ -115,22 +133,10 @@ int run_monitor(const ParsedArgs& args) {
     throw UsageError(
         "no command to monitor; give it after --, e.g. tandem monitor -- tandem train");
   }
-  observe::ResourceMonitorOptions options;
-  if (auto text = args.value("--interval")) {
-    options.interval_seconds = parse_positive_number("--interval", *text);
-  }
-  if (auto path = args.value("--csv")) {
-    const std::filesystem::path parent = std::filesystem::absolute(*path).parent_path();
-    if (path->empty() || !std::filesystem::is_directory(parent)) {
-      throw UsageError("--csv '" + *path + "': directory " + parent.string() +
-                       " does not exist; create it or choose another path");
-    }
-    options.csv_path = *path;
-  }
-  if (auto dir = args.value("--logdir")) {
-    if (dir->empty()) throw UsageError("--logdir needs a directory, got ''");
-    options.writer = std::make_shared<observe::SummaryWriter>(*dir);
-  }
+  const MonitorOptions given = monitor_options().read(args);
+  observe::ResourceMonitorOptions options = given.monitor;
+  if (!given.logdir.empty())
+    options.writer = std::make_shared<observe::SummaryWriter>(given.logdir);
 
   const ForwardSignals forwarding;
   const pid_t child = spawn(command);
@@ -149,7 +155,7 @@ int run_monitor(const ParsedArgs& args) {
   monitor->stop();
   const int status = reap(child);
   running_child.store(0);
-  if (!args.has("--quiet")) {
+  if (!given.quiet) {
     std::cerr << monitor_summary_line(monitor->summary(), monitor->gpu_status()) << "\n";
   }
   return status;

@@ -1,9 +1,9 @@
 #include "cli/observe_options.h"
 
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <limits>
+#include <tuple>
 
 #include "cli/format.h"
 
@@ -42,82 +42,66 @@ std::string memory_text(std::int64_t bytes) {
 
 }  // namespace
 
-CommandSpec with_observe_options(CommandSpec spec) {
-  const std::vector<OptionSpec> options{
-      {"--logdir", "DIR",
-       "write TensorBoard logs to DIR (train/ and validation/ runs, hparams, the model, and the "
-       "resource monitor's samples, also as DIR/monitor.csv); view them with tensorboard "
-       "--logdir DIR"},
-      {"--log-every", "N",
-       "with --logdir: log the loss, metrics, learning rate, throughput and input-wait share "
-       "every N steps as well as every epoch (default 1; 0: per epoch only)"},
-      {"--histogram-freq", "N",
-       "with --logdir: weight and gradient histograms every N epochs (default 1; 0: none)"},
-      {"--monitor-interval", "S",
-       "with --logdir: sample CPU, memory and GPUs every S seconds (default 1; 0: no monitor)"},
-      {"--profile", "",
-       "time every op of the profiled steps; print a table of ops by time with FLOPs and "
-       "GFLOP/s and write a Chrome trace for https://ui.perfetto.dev"},
-      {"--profile-steps", "A:B",
-       "the training steps to profile, counted from 0 across epochs (default 20:29)"},
-      {"--trace", "FILE",
-       "where --profile writes its trace (default DIR/trace.json with --logdir, else "
-       "tandem-trace.json)"},
-      {"--log-device-placement", "",
-       "print the device every op of the profiled steps ran on, and warn when an op falls back "
-       "to another device than the training device"},
-  };
-  spec.options.insert(spec.options.end(), options.begin(), options.end());
-  return spec;
-}
-
-ObserveOptions parse_observe_options(const ParsedArgs& args) {
-  ObserveOptions options;
-  if (auto dir = args.value("--logdir")) {
-    if (dir->empty()) throw UsageError("--logdir needs a directory, got ''");
-    options.logdir = *dir;
-  }
-  const auto requires_logdir = [&](const char* option) {
-    if (args.has(option) && options.logdir.empty()) {
-      throw UsageError(std::string(option) + " only matters with --logdir DIR; add --logdir");
-    }
-  };
-  requires_logdir("--log-every");
-  requires_logdir("--histogram-freq");
-  requires_logdir("--monitor-interval");
-  if (auto text = args.value("--log-every")) {
-    options.log_every = static_cast<std::int64_t>(parse_unsigned_integer("--log-every", *text));
-  }
-  if (auto text = args.value("--histogram-freq")) {
-    const std::uint64_t epochs = parse_unsigned_integer("--histogram-freq", *text);
-    if (epochs > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
-      throw UsageError("--histogram-freq " + *text + " is too many epochs; pass at most " +
-                       std::to_string(std::numeric_limits<int>::max()));
-    }
-    options.histogram_freq = static_cast<std::int64_t>(epochs);
-  }
-  if (auto text = args.value("--monitor-interval")) {
-    options.monitor_interval =
-        is_zero(*text) ? 0.0 : parse_positive_number("--monitor-interval", *text);
-  }
-  options.profile = args.has("--profile");
-  options.log_device_placement = args.has("--log-device-placement");
-  if (auto text = args.value("--profile-steps")) {
-    if (!options.profile && !options.log_device_placement) {
-      throw UsageError("--profile-steps only matters with --profile or --log-device-placement");
-    }
-    std::tie(options.profile_first, options.profile_last) = parse_step_range(*text);
-  }
-  if (auto path = args.value("--trace")) {
-    if (!options.profile) throw UsageError("--trace only matters with --profile; add --profile");
-    const std::filesystem::path parent = std::filesystem::absolute(*path).parent_path();
-    if (path->empty() || !std::filesystem::is_directory(parent)) {
-      throw UsageError("--trace '" + *path + "': directory " + parent.string() +
-                       " does not exist; create it or choose another path");
-    }
-    options.trace_path = *path;
-  }
-  return options;
+const OptionTable<ObserveOptions>& observe_options() {
+  using O = ObserveOptions;
+  static const OptionTable<O> table(
+      {
+          {"--logdir", "DIR",
+           "write TensorBoard logs to DIR (train/ and validation/ runs, hparams, the model, and "
+           "the resource monitor's samples, also as DIR/monitor.csv); view them with tensorboard "
+           "--logdir DIR",
+           into(&O::logdir, parse_directory)},
+          {"--log-every", "N",
+           "with --logdir: log the loss, metrics, learning rate, throughput and input-wait share "
+           "every N steps as well as every epoch (default 1; 0: per epoch only)",
+           into(&O::log_every, parse_unsigned_integer)},
+          {"--histogram-freq", "N",
+           "with --logdir: weight and gradient histograms every N epochs (default 1; 0: none)",
+           [](O& options, const std::string& option, const std::string& text) {
+             const std::uint64_t epochs = parse_unsigned_integer(option, text);
+             if (epochs > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+               throw UsageError(option + " " + text + " is too many epochs; pass at most " +
+                                std::to_string(std::numeric_limits<int>::max()));
+             }
+             options.histogram_freq = static_cast<std::int64_t>(epochs);
+           }},
+          {"--monitor-interval", "S",
+           "with --logdir: sample CPU, memory and GPUs every S seconds (default 1; 0: no monitor)",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.monitor_interval = is_zero(text) ? 0.0 : parse_positive_number(option, text);
+           }},
+          {"--profile", "",
+           "time every op of the profiled steps; print a table of ops by time with FLOPs and "
+           "GFLOP/s and write a Chrome trace for https://ui.perfetto.dev",
+           flag(&O::profile)},
+          {"--profile-steps", "A:B",
+           "the training steps to profile, counted from 0 across epochs (default 20:29)",
+           [](O& options, const std::string&, const std::string& text) {
+             std::tie(options.profile_first, options.profile_last) = parse_step_range(text);
+           }},
+          {"--trace", "FILE",
+           "where --profile writes its trace (default DIR/trace.json with --logdir, else "
+           "tandem-trace.json)",
+           into(&O::trace_path, parse_output_path)},
+          {"--log-device-placement", "",
+           "print the device every op of the profiled steps ran on, and warn when an op falls "
+           "back to another device than the training device",
+           flag(&O::log_device_placement)},
+      },
+      {[](O& options, const ParsedArgs& args) {
+        for (const char* option : {"--log-every", "--histogram-freq", "--monitor-interval"}) {
+          if (args.has(option) && options.logdir.empty()) {
+            throw UsageError(std::string(option) + " only matters with --logdir DIR; add --logdir");
+          }
+        }
+        if (args.has("--profile-steps") && !options.profile && !options.log_device_placement) {
+          throw UsageError("--profile-steps only matters with --profile or --log-device-placement");
+        }
+        if (args.has("--trace") && !options.profile) {
+          throw UsageError("--trace only matters with --profile; add --profile");
+        }
+      }});
+  return table;
 }
 
 Observers::Observers(const ObserveOptions& options, RunDescription run) : options_(options) {

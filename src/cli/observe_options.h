@@ -25,9 +25,8 @@ struct ObserveOptions {
   bool log_device_placement = false;
 };
 
-// The options, their help lines and their parsing.
-CommandSpec with_observe_options(CommandSpec spec);
-ObserveOptions parse_observe_options(const ParsedArgs& args);
+// The options: their help lines, parsing and checks.
+const OptionTable<ObserveOptions>& observe_options();
 
 // What a run tells the observers about itself.
 struct RunDescription {

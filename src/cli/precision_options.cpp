@@ -8,36 +8,23 @@
 
 namespace tandem::cli {
 
-CommandSpec with_precision_options(CommandSpec spec) {
-  spec.options.push_back(
+const OptionTable<PrecisionOptions>& precision_options() {
+  using O = PrecisionOptions;
+  static const OptionTable<O> table({
       {"--precision", "P",
        "fp32, bf16 (mixed_bfloat16: compute in bfloat16, variables float32) or fp16 "
-       "(mixed_float16, with dynamic loss scaling) (default fp32)"});
-  spec.options.push_back(
+       "(mixed_float16, with dynamic loss scaling) (default fp32)",
+       into(&O::precision, one_of({"fp32", "bf16", "fp16"}, "precision"))},
       {"--memory-limit", "SIZE",
        "cap what Tandem allocates on each training device, e.g. 512M or 8G (default: none); an "
-       "allocation past it fails as on a full device"});
-  spec.options.push_back(
+       "allocation past it fails as on a full device",
+       into(&O::memory_limit, parse_memory_size)},
       {"--find-max-batch", "",
        "first search the largest batch size that fits the device's memory (from --batch-size "
-       "up), then train with it"});
-  return spec;
-}
-
-PrecisionOptions parse_precision_options(const ParsedArgs& args) {
-  PrecisionOptions options;
-  if (auto text = args.value("--precision")) {
-    if (*text != "fp32" && *text != "bf16" && *text != "fp16") {
-      throw UsageError("unknown precision '" + *text +
-                       "' for --precision; choose fp32, bf16 or fp16");
-    }
-    options.precision = *text;
-  }
-  if (auto text = args.value("--memory-limit")) {
-    options.memory_limit = parse_memory_size("--memory-limit", *text);
-  }
-  options.find_max_batch = args.has("--find-max-batch");
-  return options;
+       "up), then train with it",
+       flag(&O::find_max_batch)},
+  });
+  return table;
 }
 
 std::string policy_name(const std::string& precision) {

@@ -19,9 +19,8 @@ struct PrecisionOptions {
   bool find_max_batch = false;
 };
 
-// The options, their help lines and their parsing.
-CommandSpec with_precision_options(CommandSpec spec);
-PrecisionOptions parse_precision_options(const ParsedArgs& args);
+// The options: their help lines and parsing.
+const OptionTable<PrecisionOptions>& precision_options();
 
 // "float32", "mixed_bfloat16", "mixed_float16": the dtype policy --precision names.
 std::string policy_name(const std::string& precision);

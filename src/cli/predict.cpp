@@ -208,6 +208,31 @@ std::vector<std::vector<double>> probabilities(const Tensor& outputs) {
 
 }  // namespace
 
+namespace {
+
+struct PredictOptions {
+  std::string model_dir;
+  std::int64_t top = kDefaultTop;
+};
+
+const OptionTable<PredictOptions>& predict_options() {
+  using O = PredictOptions;
+  static const OptionTable<O> table(
+      {
+          {"--model", "DIR", "the saved model's directory (required)", into(&O::model_dir)},
+          {"--top", "K", "classes to print per image (default " + std::to_string(O{}.top) + ")",
+           into(&O::top, parse_positive_integer)},
+      },
+      {[](O& options, const ParsedArgs&) {
+        if (options.model_dir.empty()) {
+          throw UsageError("'tandem predict' needs --model DIR, the directory of a saved model");
+        }
+      }});
+  return table;
+}
+
+}  // namespace
+
 const CommandSpec& predict_spec() {
   static const CommandSpec spec = [] {
     CommandSpec command{
@@ -220,11 +245,7 @@ const CommandSpec& predict_spec() {
         "image in it), or a PNG, JPEG or PGM (P2/P5, 8 or 16 bits) image. Pixels are scaled to\n"
         "[0, 1] as in training; images of another size are resized, colour made grey or grey\n"
         "made colour to fit the model.",
-        {
-            {"--model", "DIR", "the saved model's directory (required)"},
-            {"--top", "K",
-             "classes to print per image (default " + std::to_string(kDefaultTop) + ")"},
-        },
+        predict_options().specs(),
     };
     command.operands = "INPUT...";
     return command;
@@ -233,19 +254,14 @@ const CommandSpec& predict_spec() {
 }
 
 int run_predict(const ParsedArgs& args) {
-  const std::optional<std::string> model_dir = args.value("--model");
-  if (!model_dir || model_dir->empty()) {
-    throw UsageError("'tandem predict' needs --model DIR, the directory of a saved model");
-  }
-  std::int64_t top = kDefaultTop;
-  if (auto text = args.value("--top")) top = parse_positive_integer("--top", *text);
-  const io::SavedModelInfo info = io::read_saved_model_info(*model_dir);
+  const PredictOptions options = predict_options().read(args);
+  const io::SavedModelInfo info = io::read_saved_model_info(options.model_dir);
   if (info.input_shape.size() != 3) {
-    throw InvalidArgument("the model in " + *model_dir + " takes inputs " +
+    throw InvalidArgument("the model in " + options.model_dir + " takes inputs " +
                           shape_str(info.input_shape) +
                           "; tandem predict classifies images (H, W, C)");
   }
-  nn::Model model = io::load_model(*model_dir);
+  nn::Model model = io::load_model(options.model_dir);
   for (const std::string& path : args.operands()) {
     const Inputs inputs = read_inputs(path, info.input_shape);
     const std::vector<std::vector<double>> rows =
@@ -254,7 +270,7 @@ int run_predict(const ParsedArgs& args) {
       const std::vector<double>& row = rows[i];
       std::vector<std::size_t> order(row.size());
       std::iota(order.begin(), order.end(), std::size_t{0});
-      const std::size_t shown = std::min(order.size(), static_cast<std::size_t>(top));
+      const std::size_t shown = std::min(order.size(), static_cast<std::size_t>(options.top));
       std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown),
                         order.end(), [&](std::size_t a, std::size_t b) { return row[a] > row[b]; });
       std::cout << inputs.labels[i] << ":";

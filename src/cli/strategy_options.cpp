@@ -2,6 +2,8 @@
 
 #include <ostream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/format.h"
 #include "tandem/cuda.h"
 #include "tandem/distribute.h"
@@ -42,59 +44,52 @@ std::string device_description(Device device) {
 
 }  // namespace
 
-CommandSpec with_strategy_options(CommandSpec spec) {
-  spec.options.push_back(
+const OptionTable<StrategyOptions>& strategy_options() {
+  using O = StrategyOptions;
+  static const OptionTable<O> table({
       {"--strategy", "NAME",
        "where to train: auto (the best of TPU, several GPUs, one GPU, the CPU, with the reason "
        "for each fallback), cpu, gpu or gpu:N (one GPU), mirrored (every local GPU), "
-       "multi-worker (one process per device, under mpirun or `tandem launch`) (default auto)"});
-  spec.options.push_back(
+       "multi-worker (one process per device, under mpirun or `tandem launch`) (default auto)",
+       [](O& options, const std::string& option, const std::string& text) {
+         if (text != "auto" && text != "cpu" && text != "mirrored" && text != "multi-worker" &&
+             !single_gpu(text)) {
+           throw UsageError("unknown strategy '" + text + "' for " + option + "; choose " +
+                            kStrategies);
+         }
+         options.name = text;
+       }},
       {"--lr-scaling", "RULE",
        "none: --lr applies to the global batch as given; linear: multiplied by the number of "
-       "replicas (default none)"});
-  spec.options.push_back(
+       "replicas (default none)",
+       [](O& options, const std::string& option, const std::string& text) {
+         options.lr_scaling = parse_choice(option, text, {"none", "linear"}, "rule") == "linear"
+                                  ? distribute::LearningRateScaling::linear
+                                  : distribute::LearningRateScaling::none;
+       }},
       {"--join-timeout", "SECONDS",
-       "multi-worker: how long to wait for every worker to start (default 300)"});
-  spec.options.push_back({"--collective-timeout", "SECONDS",
-                          "multi-worker: how long one all-reduce may take before the workers "
-                          "stop, naming the missing ones (default 300)"});
-  spec.options.push_back({"--bucket-kib", "N",
-                          "multi-worker: gradients are all-reduced in buckets of about N KiB, "
-                          "started during the backward pass (default 64 on CPUs, 25600 on GPUs)"});
-  return spec;
-}
-
-StrategyOptions parse_strategy_options(const ParsedArgs& args) {
-  StrategyOptions options;
-  if (auto name = args.value("--strategy")) {
-    if (*name != "auto" && *name != "cpu" && *name != "mirrored" && *name != "multi-worker" &&
-        !single_gpu(*name)) {
-      throw UsageError("unknown strategy '" + *name + "' for --strategy; choose " + kStrategies);
-    }
-    options.name = *name;
-  }
-  if (auto rule = args.value("--lr-scaling")) {
-    if (*rule != "none" && *rule != "linear") {
-      throw UsageError("unknown rule '" + *rule + "' for --lr-scaling; choose none or linear");
-    }
-    options.lr_scaling = *rule == "linear" ? distribute::LearningRateScaling::linear
-                                           : distribute::LearningRateScaling::none;
-  }
-  if (auto text = args.value("--join-timeout")) {
-    options.multi_worker.join_timeout_seconds = parse_positive_number("--join-timeout", *text);
-  }
-  if (auto text = args.value("--collective-timeout")) {
-    options.multi_worker.collective_timeout_seconds =
-        parse_positive_number("--collective-timeout", *text);
-  }
-  if (auto text = args.value("--bucket-kib")) {
-    const std::int64_t kib = parse_positive_integer("--bucket-kib", *text);
-    if (kib > (std::int64_t{1} << 22)) {
-      throw UsageError("--bucket-kib must be at most 4194304 (4 GiB), got '" + *text + "'");
-    }
-    options.multi_worker.bucket_bytes = static_cast<std::size_t>(kib) * 1024;
-  }
-  return options;
+       "multi-worker: how long to wait for every worker to start (default 300)",
+       [](O& options, const std::string& option, const std::string& text) {
+         options.multi_worker.join_timeout_seconds = parse_positive_number(option, text);
+       }},
+      {"--collective-timeout", "SECONDS",
+       "multi-worker: how long one all-reduce may take before the workers stop, naming the "
+       "missing ones (default 300)",
+       [](O& options, const std::string& option, const std::string& text) {
+         options.multi_worker.collective_timeout_seconds = parse_positive_number(option, text);
+       }},
+      {"--bucket-kib", "N",
+       "multi-worker: gradients are all-reduced in buckets of about N KiB, started during the "
+       "backward pass (default 64 on CPUs, 25600 on GPUs)",
+       [](O& options, const std::string& option, const std::string& text) {
+         const std::int64_t kib = parse_positive_integer(option, text);
+         if (kib > (std::int64_t{1} << 22)) {
+           throw UsageError(option + " must be at most 4194304 (4 GiB), got '" + text + "'");
+         }
+         options.multi_worker.bucket_bytes = static_cast<std::size_t>(kib) * 1024;
+       }},
+  });
+  return table;
 }
 
 std::shared_ptr<distribute::Strategy> make_strategy(const StrategyOptions& options) {
@@ -160,15 +155,15 @@ void print_communication(const distribute::Strategy& strategy, const train::Hist
 }
 
 void add_communication(const distribute::Strategy& strategy, const train::History& history,
-                       JsonObject& report) {
+                       nlohmann::ordered_json& report) {
   const distribute::CommunicationStats stats = strategy.communication_stats();
   const double total = step_seconds(history);
   if (stats.steps == 0 || total <= 0) return;
-  report.add_number("allreduce_wait_share", stats.wait_seconds / total)
-      .add_number("allreduce_pack_share", stats.pack_seconds / total)
-      .add_integer("allreduce_bytes_per_step", stats.bytes / stats.steps)
-      .add_integer("allreduce_gradient_buckets", stats.gradient_buckets)
-      .add_integer("allreduce_overlapped_buckets", stats.overlapped_buckets);
+  report["allreduce_wait_share"] = stats.wait_seconds / total;
+  report["allreduce_pack_share"] = stats.pack_seconds / total;
+  report["allreduce_bytes_per_step"] = stats.bytes / stats.steps;
+  report["allreduce_gradient_buckets"] = stats.gradient_buckets;
+  report["allreduce_overlapped_buckets"] = stats.overlapped_buckets;
 }
 
 }  // namespace tandem::cli

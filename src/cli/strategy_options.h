@@ -7,8 +7,9 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "cli/args.h"
-#include "cli/json.h"
 #include "tandem/distribute.h"
 #include "tandem/train.h"
 
@@ -20,9 +21,8 @@ struct StrategyOptions {
   distribute::MultiWorkerOptions multi_worker;
 };
 
-// The options, their help lines and their parsing.
-CommandSpec with_strategy_options(CommandSpec spec);
-StrategyOptions parse_strategy_options(const ParsedArgs& args);
+// The options: their help lines and parsing.
+const OptionTable<StrategyOptions>& strategy_options();
 
 // The strategy the options ask for. A strategy that cannot run here throws DeviceUnavailable
 // naming the option and why (auto falls back instead, down to the CPU).
@@ -41,6 +41,6 @@ std::string strategy_device(const distribute::Strategy& strategy);
 void print_communication(const distribute::Strategy& strategy, const train::History& history,
                          std::ostream& out);
 void add_communication(const distribute::Strategy& strategy, const train::History& history,
-                       JsonObject& report);
+                       nlohmann::ordered_json& report);
 
 }  // namespace tandem::cli

@@ -3,17 +3,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
 #include <numeric>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/checkpointing.h"
 #include "cli/commands.h"
 #include "cli/format.h"
-#include "cli/json.h"
 #include "cli/observe_options.h"
 #include "cli/precision_options.h"
 #include "cli/strategy_options.h"
@@ -75,67 +75,72 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
   return text;
 }
 
-TrainOptions parse_train_options(const ParsedArgs& args) {
-  TrainOptions options;
-  if (auto model = args.value("--model")) {
-    const std::vector<std::string> names = nn::zoo::names();
-    if (std::find(names.begin(), names.end(), *model) == names.end()) {
-      throw UsageError("unknown model '" + *model + "' for --model; choose one of " +
-                       join(names, ", "));
-    }
-    options.model = *model;
-  }
-  if (auto text = args.value("--epochs")) {
-    options.epochs = parse_positive_integer("--epochs", *text);
-    if (options.epochs > std::numeric_limits<int>::max()) {
-      throw UsageError("--epochs " + *text + " is too many; pass at most " +
-                       std::to_string(std::numeric_limits<int>::max()));
-    }
-  }
-  if (auto text = args.value("--batch-size")) {
-    options.batch_size = parse_positive_integer("--batch-size", *text);
-  }
-  if (auto text = args.value("--lr")) options.learning_rate = parse_positive_number("--lr", *text);
-  if (auto text = args.value("--lr-schedule")) {
-    if (*text != "constant" && *text != "cosine") {
-      throw UsageError("unknown schedule '" + *text +
-                       "' for --lr-schedule; choose constant or cosine");
-    }
-    options.schedule = *text;
-  }
-  if (auto text = args.value("--threads")) {
-    const std::int64_t threads = parse_positive_integer("--threads", *text);
-    if (threads > 4096) {
-      throw UsageError("--threads must be at most 4096, got '" + *text + "'");
-    }
-    options.threads = static_cast<int>(threads);
-  }
-  if (auto text = args.value("--seed")) options.seed = parse_unsigned_integer("--seed", *text);
-  if (auto dir = args.value("--data-dir")) {
-    if (dir->empty()) throw UsageError("--data-dir needs a directory, got ''");
-    options.data_dir = *dir;
-  }
-  if (auto text = args.value("--validation-split")) {
-    options.validation_split = parse_fraction("--validation-split", *text);
-  }
-  if (auto path = args.value("--report")) {
-    const std::filesystem::path parent = std::filesystem::absolute(*path).parent_path();
-    if (path->empty() || !std::filesystem::is_directory(parent)) {
-      throw UsageError("--report '" + *path + "': directory " + parent.string() +
-                       " does not exist; create it or choose another path");
-    }
-    options.report_path = *path;
-  }
-  if (args.has("--quiet") && args.has("--verbose")) {
-    throw UsageError("--quiet and --verbose contradict each other; pass one of them");
-  }
-  if (args.has("--quiet")) options.verbosity = 0;
-  if (args.has("--verbose")) options.verbosity = 2;
-  options.observe = parse_observe_options(args);
-  options.checkpointing = parse_checkpointing_options(args);
-  options.strategy = parse_strategy_options(args);
-  options.precision = parse_precision_options(args);
-  return options;
+// Every option of `tandem train`: its own, then the groups' (in the help's order).
+const OptionTable<TrainOptions>& train_options() {
+  using O = TrainOptions;
+  static const OptionTable<O> table = [] {
+    OptionTable<O> options({
+        {"--model", "NAME", "zoo model: " + join(nn::zoo::names(), ", ") + " (default cnn)",
+         into(&O::model, one_of(nn::zoo::names(), "model"))},
+        {"--epochs", "N",
+         "passes over the training set (default " + std::to_string(kDefaultEpochs) + ")",
+         [](O& options, const std::string& option, const std::string& text) {
+           options.epochs = parse_positive_integer(option, text);
+           if (options.epochs > std::numeric_limits<int>::max()) {
+             throw UsageError(option + " " + text + " is too many; pass at most " +
+                              std::to_string(std::numeric_limits<int>::max()));
+           }
+         }},
+        {"--batch-size", "N",
+         "examples per training step (default " + std::to_string(kDefaultBatchSize) + ")",
+         into(&O::batch_size, parse_positive_integer)},
+        {"--lr", "RATE", "Adam learning rate (default 0.001)",
+         into(&O::learning_rate, parse_positive_number)},
+        {"--lr-schedule", "NAME",
+         "constant, or cosine: decay the rate to 0 along a cosine over the run (default cosine)",
+         into(&O::schedule, one_of({"constant", "cosine"}, "schedule"))},
+        {"--threads", "N", "CPU threads for the kernels (default: every core)",
+         [](O& options, const std::string& option, const std::string& text) {
+           const std::int64_t threads = parse_positive_integer(option, text);
+           if (threads > 4096) {
+             throw UsageError(option + " must be at most 4096, got '" + text + "'");
+           }
+           options.threads = static_cast<int>(threads);
+         }},
+        {"--seed", "N",
+         "seeds the initial weights and the shuffle order (default " +
+             std::to_string(kDefaultSeed) + ")",
+         into(&O::seed, parse_unsigned_integer)},
+        {"--data-dir", "DIR",
+         std::string("directory with the four Fashion-MNIST IDX files, gzipped or not "
+                     "(default ") +
+             data::kFashionMnistDefaultDir + ", from the Debian package dataset-fashion-mnist)",
+         into(&O::data_dir, parse_directory)},
+        {"--validation-split", "F",
+         "hold out the last fraction F of the training set and report val_ metrics each epoch "
+         "(default 0)",
+         into(&O::validation_split, parse_fraction)},
+        {"--report", "FILE",
+         "also write the results (settings, test accuracy and loss, samples/s, times) as JSON",
+         into(&O::report_path, parse_output_path)},
+        {"--quiet", "", "no progress bar, only the results",
+         [](O& options, const std::string&, const std::string&) { options.verbosity = 0; }},
+        {"--verbose", "", "also print the model summary and the data details",
+         [](O& options, const std::string&, const std::string&) { options.verbosity = 2; }},
+    });
+    options
+        .check([](O&, const ParsedArgs& args) {
+          if (args.has("--quiet") && args.has("--verbose")) {
+            throw UsageError("--quiet and --verbose contradict each other; pass one of them");
+          }
+        })
+        .add(observe_options(), &O::observe)
+        .add(checkpointing_options(), &O::checkpointing)
+        .add(strategy_options(), &O::strategy)
+        .add(precision_options(), &O::precision);
+    return options;
+  }();
+  return table;
 }
 
 // What a checkpoint records of the run, keyed by option, in canonical text.
@@ -230,9 +235,9 @@ RunDescription describe_run(const TrainOptions& options, const data::Dataset& tr
   return run;
 }
 
-void write_report(const std::string& path, const JsonObject& report) {
+void write_report(const std::string& path, const nlohmann::ordered_json& report) {
   std::ofstream out(path);
-  out << report.str() << "\n";
+  out << json_text(report) << "\n";
   out.close();
   if (!out) {
     throw IoError("cannot write the report " + path +
@@ -288,46 +293,16 @@ std::int64_t search_max_batch(const TrainOptions& options, const distribute::Str
 }  // namespace
 
 const CommandSpec& train_spec() {
-  static const CommandSpec spec = with_precision_options(
-      with_strategy_options(with_checkpointing_options(with_observe_options(CommandSpec{
-          "train",
-          "Train a zoo model on Fashion-MNIST; report test accuracy and throughput",
-          "tandem train [options]",
-          "Trains with Adam on the best device available (this build: the CPU, through oneDNN) "
-          "and\n"
-          "says which and why, shows a Keras-style progress bar per epoch, then prints the test\n"
-          "accuracy, the test loss and the steady-state training throughput in samples/s (warm-up\n"
-          "steps excluded).",
-          {
-              {"--model", "NAME", "zoo model: " + join(nn::zoo::names(), ", ") + " (default cnn)"},
-              {"--epochs", "N",
-               "passes over the training set (default " + std::to_string(kDefaultEpochs) + ")"},
-              {"--batch-size", "N",
-               "examples per training step (default " + std::to_string(kDefaultBatchSize) + ")"},
-              {"--lr", "RATE", "Adam learning rate (default 0.001)"},
-              {"--lr-schedule", "NAME",
-               "constant, or cosine: decay the rate to 0 along a cosine over the run (default "
-               "cosine)"},
-              {"--threads", "N", "CPU threads for the kernels (default: every core)"},
-              {"--seed", "N",
-               "seeds the initial weights and the shuffle order (default " +
-                   std::to_string(kDefaultSeed) + ")"},
-              {"--data-dir", "DIR",
-               std::string("directory with the four Fashion-MNIST IDX files, gzipped or not "
-                           "(default ") +
-                   data::kFashionMnistDefaultDir +
-                   ", from the Debian package dataset-fashion-mnist)"},
-              {"--validation-split", "F",
-               "hold out the last fraction F of the training set and report val_ metrics each "
-               "epoch "
-               "(default 0)"},
-              {"--report", "FILE",
-               "also write the results (settings, test accuracy and loss, samples/s, times) as "
-               "JSON"},
-              {"--quiet", "", "no progress bar, only the results"},
-              {"--verbose", "", "also print the model summary and the data details"},
-          },
-      }))));
+  static const CommandSpec spec{
+      "train",
+      "Train a zoo model on Fashion-MNIST; report test accuracy and throughput",
+      "tandem train [options]",
+      "Trains with Adam on the best device available (this build: the CPU, through oneDNN) and\n"
+      "says which and why, shows a Keras-style progress bar per epoch, then prints the test\n"
+      "accuracy, the test loss and the steady-state training throughput in samples/s (warm-up\n"
+      "steps excluded).",
+      train_options().specs(),
+  };
   return spec;
 }
 
@@ -336,10 +311,10 @@ int run_train(const ParsedArgs& args) {
   // A resumed run takes its settings from the checkpoint.
   std::optional<io::CheckpointInfo> resume;
   if (const auto directory = args.value("--resume")) resume = io::read_checkpoint_info(*directory);
-  TrainOptions options = parse_train_options(
+  TrainOptions options = train_options().read(
       resume ? resumed_arguments(
                    train_spec(), args, *resume,
-                   [](const ParsedArgs& given) { return run_config(parse_train_options(given)); })
+                   [](const ParsedArgs& given) { return run_config(train_options().read(given)); })
              : args);
   // Under a strategy the pipeline yields global batches (per-replica batch x replicas), the
   // learning rate follows --lr-scaling, and only the chief worker reports.
@@ -458,30 +433,29 @@ int run_train(const ParsedArgs& args) {
   checkpointing.finish(model, fashion_mnist_class_names(), std::cout);
 
   if (!options.report_path.empty()) {
-    JsonObject report;
-    report.add_string("model", options.model)
-        .add_string("device", device)
-        .add_integer("epochs", options.epochs)
-        .add_integer("batch_size", options.batch_size)
-        .add_string("precision", options.precision.precision)
-        .add_string("strategy", strategy->description())
-        .add_integer("replicas", strategy->num_replicas_in_sync())
-        .add_integer("global_batch_size", global.batch_size)
-        .add_number("learning_rate", options.learning_rate)
-        .add_string("lr_schedule", options.schedule)
-        .add_integer("threads", num_threads())
-        .add_unsigned("seed", options.seed)
-        .add_number("validation_split", options.validation_split)
-        .add_bool("deterministic", options.checkpointing.deterministic)
-        .add_number("test_accuracy", test_accuracy)
-        .add_number("test_loss", test_loss)
-        .add_number("samples_per_sec", samples_per_sec)
-        .add_integer("warmup_steps", history.warmup_steps())
-        .add_number("input_wait_share", history.input_wait_share())
-        .add_number("epoch_seconds", mean_epoch_seconds(history))
-        .add_number("wall_seconds", wall_seconds)
-        .add_number("train_seconds", train_seconds)
-        .add_string("tandem_version", version());
+    nlohmann::ordered_json report{{"model", options.model},
+                                  {"device", device},
+                                  {"epochs", options.epochs},
+                                  {"batch_size", options.batch_size},
+                                  {"precision", options.precision.precision},
+                                  {"strategy", strategy->description()},
+                                  {"replicas", strategy->num_replicas_in_sync()},
+                                  {"global_batch_size", global.batch_size},
+                                  {"learning_rate", options.learning_rate},
+                                  {"lr_schedule", options.schedule},
+                                  {"threads", num_threads()},
+                                  {"seed", options.seed},
+                                  {"validation_split", options.validation_split},
+                                  {"deterministic", options.checkpointing.deterministic},
+                                  {"test_accuracy", test_accuracy},
+                                  {"test_loss", test_loss},
+                                  {"samples_per_sec", samples_per_sec},
+                                  {"warmup_steps", history.warmup_steps()},
+                                  {"input_wait_share", history.input_wait_share()},
+                                  {"epoch_seconds", mean_epoch_seconds(history)},
+                                  {"wall_seconds", wall_seconds},
+                                  {"train_seconds", train_seconds},
+                                  {"tandem_version", version()}};
     add_communication(*strategy, history, report);
     write_report(options.report_path, report);
     if (chatty) std::cout << "report: " << options.report_path << "\n";

@@ -1,9 +1,13 @@
 // The bench layer's arithmetic and formats: statistics, prices and their TOML, cost, rooflines
 // and estimates, the report writers and compare.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <utility>
+#include <vector>
 
 #include "data/idx_files.h"
 #include "support/errors.h"
@@ -14,6 +18,7 @@ namespace tandem::bench {
 namespace {
 
 using tandem::testing::error_of;
+using tandem::testing::ScratchDir;
 
 void expect_contains(const std::string& text, const std::string& part) {
   EXPECT_NE(text.find(part), std::string::npos) << "missing '" << part << "' in:\n" << text;
@@ -117,6 +122,75 @@ TEST(BenchPrices, BadTomlNamesTheFileLineAndFix) {
   } catch (const IoError& error) {
     expect_contains(error.what(), "/nonexistent/prices.toml");
     expect_contains(error.what(), "--print-prices");
+  }
+}
+
+TEST(BenchPrices, KeepsTheFileOrderAndTakesTomlNumbers) {
+  // The first table that matches prices a device, so "A100 80GB" must stay before "A100".
+  const PriceTable table = parse_prices(
+      "[device.z80]\nmatch = \"A100 80GB\"\nper_hour = 4\nsource = \"s\"\ndate = \"d\"\n"
+      "[device.a40]\nmatch = \"A100\"\nper_hour = 3.5\nsource = \"s\"\ndate = \"d\"\n",
+      "order.toml");
+  ASSERT_EQ(table.prices.size(), 2u);
+  EXPECT_EQ(table.prices[0].key, "z80");
+  EXPECT_EQ(table.prices[1].key, "a40");
+  EXPECT_DOUBLE_EQ(table.quote("NVIDIA A100 80GB", 1)->per_hour, 4.0);  // an integer
+  EXPECT_DOUBLE_EQ(table.quote("NVIDIA A100-SXM4-40GB", 1)->per_hour, 3.5);
+}
+
+TEST(BenchPrices, TomlSyntaxErrorsNameTheLineThePartAndToml) {
+  // Each price table, and what its error says: the line, the part of it at fault (with
+  // toml++'s reason and column for syntax errors) and the fix.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases{
+      {"[device.a]\nper_hour = 2.x\n",
+       {"prices.toml:2: cannot read the value '2.x' (expected decimal digit", "column 14)",
+        "a number such as 2.93"}},
+      {"[device.a\nper_hour = 1\n",
+       {"prices.toml:1: bad table header '[device.a'", "write [device.<name>]"}},
+      {"[device.a]\nper_hour = 1\nper_hour = 2\n",
+       {"prices.toml:3: 'per_hour' is set twice", "keep one"}},
+      {"[device.a]\nbad key = 1\n", {"prices.toml:2: bad key 'bad key'"}},
+      {"[device.a]\nsource = \"a\\qb\"\n",
+       {"prices.toml:2: cannot read the string \"a\\qb\"", "escape"}},
+      {"[device.a]\nper_hour = 1\n\n\nsource = 's' junk\n",
+       {"prices.toml:5: unexpected 'junk' after the value", "put comments after a #"}},
+      {"[device.a]\nper_hour = 1\nper_core_hour = 1\n",
+       {"prices.toml:3: [device.a] has both per_hour and per_core_hour"}},
+      {"[device.a]\nper_hour = 1\nsource = \"s\"\ndate = 2024-06-01\n",
+       {"prices.toml:4: date must be a string", "double quotes"}},
+      {"currency = \"EUR\"\ncolour = \"red\"\n", {"prices.toml:2: unknown top-level key 'colour'"}},
+      {"[device]\nper_hour = 1\n", {"prices.toml:2: 'per_hour' under [device] is not a table"}},
+  };
+  for (const auto& [text, parts] : cases) {
+    const std::string message = error_of([&] { parse_prices(text, "prices.toml"); });
+    for (const std::string& part : parts)
+      expect_contains(message, part);
+  }
+}
+
+TEST(BenchPrices, LoadsOnlyASmallRegularFile) {
+  ScratchDir dir;
+  const std::string good = dir.file("prices.toml");
+  std::ofstream(good) << default_prices_toml();
+  EXPECT_EQ(load_prices(good).prices.size(), default_prices().prices.size());
+  EXPECT_EQ(load_prices(good).origin, good);
+  const std::string fifo = dir.file("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string big = dir.file("big.toml");
+  std::ofstream(big) << std::string((1 << 20) + 1, '#');
+  for (const auto& [path, kind] :
+       {std::pair<std::string, std::string>{"/dev/zero", "a character device"},
+        {dir.path().string(), "a directory"},
+        {fifo, "a FIFO"},
+        {big, "1048577 bytes, more than a price table's limit of 1 MiB"}}) {
+    try {
+      load_prices(path);
+      ADD_FAILURE() << "no IoError for " << path;
+    } catch (const IoError& error) {
+      expect_contains(error.what(), "the price table " + path);
+      expect_contains(error.what(), kind);
+      expect_contains(error.what(), "--print-prices");
+    }
   }
 }
 

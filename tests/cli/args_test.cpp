@@ -1,12 +1,14 @@
-// The pieces behind the CLI, in process: option parsing, typed values and the JSON writer.
+// The pieces behind the CLI, in process: option parsing, option tables, typed values and the
+// JSON text.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "cli/args.h"
 #include "cli/cli_runner.h"
-#include "cli/json.h"
+#include "cli/format.h"
 
 namespace tandem::cli {
 namespace {
@@ -74,30 +76,120 @@ TEST(Args, TypedValues) {
   }
 }
 
-TEST(Json, WritesEscapedNestedObjects) {
-  JsonObject inner;
-  inner.add_bool("yes", true).add_integer("count", -3);
-  JsonObject outer;
-  outer.add_string("text", "a \"quoted\"\\ line\nnext\x01")
-      .add_number("half", 0.5)
-      .add_number("missing", std::nan(""))
-      .add_unsigned("big", 18446744073709551615u)
-      .add_object("inner", inner)
-      .add_object("empty", JsonObject())
-      .add_string_array("names", {"a", "b"});
-  const std::string text = outer.str();
+// One declaration per option: the help line, the parse and the typed field come from it.
+struct Inner {
+  double rate = 0.5;
+};
+struct Example {
+  std::int64_t count = 1;
+  std::string mode = "slow";
+  bool loud = false;
+  Inner inner;
+};
+
+const OptionTable<Example>& example_table() {
+  static const OptionTable<Example> table = [] {
+    OptionTable<Example> options({
+        {"--count", "N", "how many", into(&Example::count, parse_positive_integer)},
+        {"--mode", "NAME", "slow or fast", into(&Example::mode, one_of({"slow", "fast"}, "mode"))},
+        {"--loud", "", "shout", flag(&Example::loud)},
+    });
+    options
+        .add(OptionTable<Inner>({{"--rate", "R", "a rate", into(&Inner::rate, parse_fraction)}}),
+             &Example::inner)
+        .check([](Example& example, const ParsedArgs& args) {
+          if (args.has("--rate") && !example.loud) throw UsageError("--rate needs --loud");
+        });
+    return options;
+  }();
+  return table;
+}
+
+TEST(OptionTable, OneDeclarationGivesTheHelpTheParseAndTheField) {
+  const CommandSpec spec{"example", "An example", "tandem example [options]", "",
+                         example_table().specs()};
+  const std::string help = command_help(spec);
+  EXPECT_NE(help.find("  --count N    how many\n"), std::string::npos) << help;
+  EXPECT_NE(help.find("  --mode NAME  slow or fast\n"), std::string::npos) << help;
+  EXPECT_NE(help.find("  --loud       shout\n"), std::string::npos) << help;
+  EXPECT_NE(help.find("  --rate R     a rate\n"), std::string::npos) << help;
+  const auto read = [&](const std::vector<std::string>& args) {
+    return example_table().read(parse_args(spec, args));
+  };
+  const Example defaults = read({});
+  EXPECT_EQ(defaults.count, 1);
+  EXPECT_EQ(defaults.mode, "slow");
+  EXPECT_FALSE(defaults.loud);
+  EXPECT_DOUBLE_EQ(defaults.inner.rate, 0.5);
+  const Example given = read({"--count=7", "--mode", "fast", "--loud", "--rate", "0.25"});
+  EXPECT_EQ(given.count, 7);
+  EXPECT_EQ(given.mode, "fast");
+  EXPECT_TRUE(given.loud);
+  EXPECT_DOUBLE_EQ(given.inner.rate, 0.25);
+  const auto error = [&](const std::vector<std::string>& args) -> std::string {
+    try {
+      read(args);
+    } catch (const UsageError& usage) {
+      return usage.what();
+    }
+    return "no UsageError";
+  };
+  EXPECT_EQ(error({"--count", "0"}), "--count must be a positive integer, got '0'");
+  EXPECT_EQ(error({"--mode", "odd"}), "unknown mode 'odd' for --mode; choose slow or fast");
+  EXPECT_EQ(error({"--rate", "2"}), "--rate must be a number in [0, 1), got '2'");
+  EXPECT_EQ(error({"--rate", "0.1"}), "--rate needs --loud");
+}
+
+TEST(OptionTable, ChoicesDirectoriesAndOutputPaths) {
+  EXPECT_EQ(parse_choice("--p", "b", {"a", "b", "c"}, "thing"), "b");
+  try {
+    parse_choice("--p", "d", {"a", "b", "c"}, "thing");
+    ADD_FAILURE() << "expected a UsageError";
+  } catch (const UsageError& error) {
+    EXPECT_STREQ(error.what(), "unknown thing 'd' for --p; choose a, b or c");
+  }
+  EXPECT_EQ(parse_directory("--logdir", "logs"), "logs");
+  EXPECT_THROW(parse_directory("--logdir", ""), UsageError);
+  EXPECT_EQ(parse_output_path("--report", "report.json"), "report.json");
+  EXPECT_THROW(parse_output_path("--report", ""), UsageError);
+  try {
+    parse_output_path("--report", "/nonexistent/dir/report.json");
+    ADD_FAILURE() << "expected a UsageError";
+  } catch (const UsageError& error) {
+    EXPECT_STREQ(error.what(),
+                 "--report '/nonexistent/dir/report.json': directory /nonexistent/dir does not "
+                 "exist; create it or choose another path");
+  }
+}
+
+TEST(Json, WritesEscapedNestedObjectsInOrder) {
+  nlohmann::ordered_json outer{{"text", "a \"quoted\"\\ line\nnext\x01"},
+                               {"half", 0.5},
+                               {"missing", std::nan("")},
+                               {"endless", std::numeric_limits<double>::infinity()},
+                               {"big", 18446744073709551615u},
+                               {"inner", {{"yes", true}, {"count", -3}}},
+                               {"empty", nlohmann::ordered_json::object()},
+                               {"names", {"a", "b"}},
+                               {"not_utf8", "cpu \xff"}};
+  const std::string text = json_text(outer);
   EXPECT_EQ(text,
             "{\n"
             "  \"text\": \"a \\\"quoted\\\"\\\\ line\\nnext\\u0001\",\n"
             "  \"half\": 0.5,\n"
             "  \"missing\": null,\n"
+            "  \"endless\": null,\n"
             "  \"big\": 18446744073709551615,\n"
             "  \"inner\": {\n"
             "    \"yes\": true,\n"
             "    \"count\": -3\n"
             "  },\n"
             "  \"empty\": {},\n"
-            "  \"names\": [\"a\", \"b\"]\n"
+            "  \"names\": [\n"
+            "    \"a\",\n"
+            "    \"b\"\n"
+            "  ],\n"
+            "  \"not_utf8\": \"cpu \xef\xbf\xbd\"\n"  // U+FFFD
             "}");
   testing::JsonChecker checker(text);
   EXPECT_TRUE(checker.valid());

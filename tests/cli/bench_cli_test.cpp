@@ -92,6 +92,10 @@ TEST(BenchCli, PriceTablesAreCheckedAndPrintable) {
   EXPECT_EQ(bad.status, 1);
   expect_contains(bad.err, prices + ":");
   expect_contains(bad.err, "cannot read the value 'cheap'");
+  // Not a file to read to the end: refused before reading, naming the path.
+  const CliResult device = run_cli({"bench", "--prices", "/dev/zero"});
+  EXPECT_EQ(device.status, 1);
+  expect_contains(device.err, "the price table /dev/zero is a character device");
 }
 
 TEST(BenchCli, OptionsAreChecked) {
