@@ -15,6 +15,7 @@
 #include <string>
 
 #include "ops/harness/op_harness.h"
+#include "tandem/cuda.h"
 #include "tandem/runtime.h"
 
 namespace {
@@ -67,6 +68,12 @@ int main(int argc, char** argv) {
       }
     }
     if (dtype != "all") options.dtypes = {parse_dtype(dtype)};
+    if (options.device) {
+      bool usable = false;
+      for (Device device : harness::harness_devices())
+        usable = usable || device.type == *options.device;
+      if (!usable) return usage("no usable device of that type here: " + cuda::status().reason);
+    }
     if (!seed.empty()) setenv("TANDEM_TEST_SEED", seed.c_str(), 1);
     const harness::Report report = harness::run_mode(mode, options);
     if (report.cases == 0)

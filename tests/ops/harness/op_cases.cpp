@@ -375,8 +375,9 @@ void gather_cases(CaseList& list) {
             .inputs =
                 [](InputMaker& in) {
                   const std::int64_t rows = in.extent(2, 5, 10, 32768);
+                  const std::int64_t count = in.extent(4, 4, 4, 4096);
                   return Inputs{in.uniform({rows, in.extent(1, 3, 6, 512)}),
-                                reshape(in.indices(8, rows, DType::i32), {2, 4})};
+                                reshape(in.indices(2 * count, rows, DType::i32), {2, count})};
                 },
             .run = [](const Inputs& x) { return Outputs{gather(x[0], x[1])}; }});
   list.add(
