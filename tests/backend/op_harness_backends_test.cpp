@@ -1,0 +1,70 @@
+// The op harness's backends mode (tests/ops/harness/op_harness.h), one test per op: every
+// backend that can run here against the CPU f32 reference on the same rounded inputs, outputs
+// and gradients, with the tolerances per precision of harness::tolerance_for. Without a GPU this
+// is the CPU in bf16 and f16; with one, the GPU in f32 (TF32 off, and on for matmul and
+// convolution), bf16 and f16 too. Dtypes a backend has no kernel for are printed as skips.
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+#include "ops/harness/op_harness.h"
+#include "tandem/cuda.h"
+
+namespace tandem {
+namespace {
+
+using harness::Mode;
+
+TEST(OpHarnessBackends, ComparesTheCpuAndEveryUsableGpu) {
+  const std::vector<Device> devices = harness::harness_devices();
+  ASSERT_FALSE(devices.empty());
+  EXPECT_EQ(devices.front(), Device::cpu());
+  EXPECT_EQ(devices.size(), cuda::is_available() ? 2u : 1u);
+}
+
+// A backend that computes something else in bf16 fails the comparison, and a case whose op
+// has no kernel for a dtype is a skip that names it.
+TEST(OpHarnessBackends, ReportsMismatchesAndMissingKernels) {
+  harness::OpCase c = *harness::cases_of(OpKind::neg).front();
+  c.run = [](const harness::Inputs& x) {
+    return harness::Outputs{x[0].dtype() == DType::bf16 ? neg(x[0]) + 0.5 : neg(x[0])};
+  };
+  c.dtypes = {DType::bf16, DType::boolean};
+  harness::Options options;
+  options.device = DeviceType::cpu;
+  harness::Report report;
+  harness::run_case(Mode::backends, c, options, report);
+  ASSERT_EQ(report.comparisons.size(), 1u);
+  EXPECT_FALSE(report.comparisons.front().passed);
+  EXPECT_NEAR(report.comparisons.front().output_error, 0.5 / 2, 0.5 / 2);
+  ASSERT_EQ(report.failures.size(), 1u);
+  EXPECT_NE(report.failures.front().find("neg/3d on cpu in bf16"), std::string::npos)
+      << report.failures.front();
+  ASSERT_EQ(report.skips.size(), 1u);
+  EXPECT_NE(report.skips.front().find("no neg kernel for bool inputs"), std::string::npos)
+      << report.skips.front();
+}
+
+class BackendsMode : public ::testing::TestWithParam<OpKind> {};
+
+TEST_P(BackendsMode, MatchTheCpuReference) {
+  harness::Report report;
+  for (const harness::OpCase* c : harness::cases_of(GetParam()))
+    harness::run_case(Mode::backends, *c, {}, report);
+  EXPECT_GT(report.cases, 0);
+  EXPECT_FALSE(report.comparisons.empty());
+  for (const std::string& skip : report.skips)
+    std::cout << "[  SKIP    ] " << skip << "\n";
+  if (!report.skips.empty()) RecordProperty("skipped", static_cast<int>(report.skips.size()));
+  for (const std::string& failure : report.failures)
+    ADD_FAILURE() << failure;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, BackendsMode,
+                         ::testing::ValuesIn(harness::ops_in_mode(Mode::backends)),
+                         [](const ::testing::TestParamInfo<OpKind>& info) {
+                           return std::string(op_name(info.param));
+                         });
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,935 @@
+// The op harness's cases, one block per op family in the op table's order. Shapes come from
+// InputMaker::extent (small for finite differences, medium for the backends, large for timing);
+// values are drawn away from the ops' kinks and, where an op picks a winner (max, argmax, max
+// pooling), distinct along the axes it picks over, so every dtype agrees on the winner.
+#include "ops/harness/op_cases.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "ops/harness/finite_difference.h"
+
+namespace tandem::harness {
+
+const char* size_name(Size size) {
+  switch (size) {
+    case Size::small:
+      return "small";
+    case Size::medium:
+      return "medium";
+    case Size::large:
+      return "large";
+  }
+  return "?";
+}
+
+Size parse_size(const std::string& text) {
+  for (Size size : {Size::small, Size::medium, Size::large}) {
+    if (text == size_name(size)) return size;
+  }
+  throw InvalidArgument("unknown size '" + text + "' (small, medium or large)");
+}
+
+std::int64_t InputMaker::extent(std::int64_t low, std::int64_t high, std::int64_t medium,
+                                std::int64_t large) {
+  switch (size_) {
+    case Size::small:
+      return testing::random_extent(low, high);
+    case Size::medium:
+      return testing::random_extent(medium, medium + medium / 4);
+    case Size::large:
+      return large;
+  }
+  return low;
+}
+
+std::int64_t InputMaker::draw(std::int64_t low, std::int64_t high) {
+  return testing::random_extent(low, high);
+}
+
+Tensor InputMaker::uniform(const Shape& shape, double low, double high, double min_magnitude) {
+  return testing::random_tensor(shape, low, high, min_magnitude, dtype_);
+}
+
+Tensor InputMaker::integers(const Shape& shape, int low, int high) {
+  std::vector<double> values(static_cast<std::size_t>(shape_numel(shape)));
+  for (double& value : values)
+    value = static_cast<double>(draw(low, high));
+  return cast(Tensor::from_vector(values, shape), dtype_);
+}
+
+Tensor InputMaker::distinct(const Shape& shape, const std::vector<std::int64_t>& axes) {
+  const auto rank = static_cast<std::int64_t>(shape.size());
+  std::vector<bool> along(shape.size(), false);
+  for (std::int64_t axis : axes)
+    along[static_cast<std::size_t>(axis < 0 ? axis + rank : axis)] = true;
+  std::int64_t slice_size = 1;
+  for (std::size_t a = 0; a < shape.size(); ++a)
+    if (along[a]) slice_size *= shape[a];
+  // A power-of-two spacing keeps the grid exact in bf16 (8 significant bits) up to 512 values.
+  double spacing = 1.0;
+  while (static_cast<double>(slice_size) * spacing > 4.0)
+    spacing /= 2;
+  const std::int64_t numel = shape_numel(shape);
+  std::vector<std::int64_t> slice_of(static_cast<std::size_t>(numel));
+  std::vector<std::int64_t> position(static_cast<std::size_t>(numel));
+  for (std::int64_t i = 0; i < numel; ++i) {
+    std::int64_t rest = i, slice = 0, pos = 0, slice_stride = 1, pos_stride = 1;
+    for (std::int64_t a = rank - 1; a >= 0; --a) {
+      const std::int64_t index = rest % shape[static_cast<std::size_t>(a)];
+      rest /= shape[static_cast<std::size_t>(a)];
+      if (along[static_cast<std::size_t>(a)]) {
+        pos += index * pos_stride;
+        pos_stride *= shape[static_cast<std::size_t>(a)];
+      } else {
+        slice += index * slice_stride;
+        slice_stride *= shape[static_cast<std::size_t>(a)];
+      }
+    }
+    slice_of[static_cast<std::size_t>(i)] = slice;
+    position[static_cast<std::size_t>(i)] = pos;
+  }
+  const std::int64_t slices = slice_size == 0 ? 0 : numel / slice_size;
+  std::vector<std::vector<std::int64_t>> permutations(static_cast<std::size_t>(slices));
+  for (auto& permutation : permutations) {
+    permutation.resize(static_cast<std::size_t>(slice_size));
+    std::iota(permutation.begin(), permutation.end(), std::int64_t{0});
+    std::shuffle(permutation.begin(), permutation.end(), testing::test_rng());
+  }
+  std::vector<double> values(static_cast<std::size_t>(numel));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::int64_t rank_in_slice =
+        permutations[static_cast<std::size_t>(slice_of[i])][static_cast<std::size_t>(position[i])];
+    values[i] = static_cast<double>(rank_in_slice - slice_size / 2) * spacing;
+  }
+  return cast(Tensor::from_vector(values, shape), dtype_);
+}
+
+Tensor InputMaker::indices(std::int64_t count, std::int64_t rows, DType dtype) {
+  std::vector<std::int64_t> values(static_cast<std::size_t>(count));
+  for (std::int64_t& value : values)
+    value = draw(0, rows - 1);
+  return cast(Tensor::from_vector(values, {count}), dtype);
+}
+
+Instance OpCase::make(InputMaker& maker) const {
+  if (instance) return instance(maker);
+  return {inputs(maker), run};
+}
+
+std::string OpCase::label() const {
+  return std::string(op_name(op)) + "/" + name;
+}
+
+namespace {
+
+using K = OpKind;
+
+// Output extent of a convolution or pooling window along one axis.
+std::int64_t window_extent(std::int64_t input, std::int64_t window, std::int64_t stride,
+                           std::int64_t dilation, Padding padding) {
+  if (padding == Padding::same) return (input + stride - 1) / stride;
+  return (input - (window - 1) * dilation - 1) / stride + 1;
+}
+
+Shape elementwise_shape(InputMaker& in) {
+  return {in.extent(1, 4, 3, 16), in.extent(1, 4, 17, 256), in.extent(1, 4, 5, 256)};
+}
+
+Shape pair_shape(InputMaker& in) {
+  return {in.extent(1, 4, 6, 512), in.extent(1, 4, 40, 2048)};
+}
+
+Shape reduction_shape(InputMaker& in) {
+  return {in.extent(1, 4, 6, 64), in.extent(1, 4, 130, 128), in.extent(1, 4, 70, 128)};
+}
+
+Shape image_shape(InputMaker& in, std::int64_t small_low, std::int64_t small_high) {
+  return {in.extent(1, 2, 2, 16), in.extent(small_low, small_high, 11, 56),
+          in.extent(small_low, small_high, 10, 56), in.extent(1, 3, 5, 64)};
+}
+
+class CaseList {
+ public:
+  void add(OpCase c) { cases_.push_back(std::move(c)); }
+
+  void unary(K op, Tensor (*fn)(const Tensor&), double low = -2, double high = 2) {
+    add({.op = op,
+         .name = "3d",
+         .inputs =
+             [low, high](InputMaker& in) {
+               return Inputs{in.uniform(elementwise_shape(in), low, high)};
+             },
+         .run = [fn](const Inputs& x) { return Outputs{fn(x[0])}; }});
+  }
+
+  // b broadcast along a's rows (b: last axis) and along its last axis (b: (rows, 1)); values
+  // of a in [low, high], of b in [b_low, b_high].
+  template <typename Fn>
+  void binary(K op, Fn fn, double low = -2, double high = 2, double b_low = -2, double b_high = 2) {
+    for (bool rows : {false, true}) {
+      add({.op = op,
+           .name = rows ? "broadcast_rows" : "broadcast_last_axis",
+           .inputs =
+               [=](InputMaker& in) {
+                 const Shape shape = elementwise_shape(in);
+                 const Shape b_shape = rows ? Shape{shape[1], 1} : Shape{shape[2]};
+                 return Inputs{in.uniform(shape, low, high), in.uniform(b_shape, b_low, b_high)};
+               },
+           .run = [fn](const Inputs& x) { return Outputs{fn(x[0], x[1])}; }});
+    }
+  }
+
+  // Whole numbers from a few values, so equal and greater_equal see ties in every dtype.
+  template <typename Fn>
+  void comparison(K op, Fn fn) {
+    add({.op = op,
+         .name = "ties",
+         .inputs =
+             [](InputMaker& in) {
+               const Shape shape{in.extent(1, 5, 5, 1024), in.extent(1, 7, 7, 1024)};
+               return Inputs{in.integers(shape, -3, 3), in.integers({shape[1]}, -3, 3)};
+             },
+         .run = [fn](const Inputs& x) { return Outputs{fn(x[0], x[1])}; },
+         .compare_gradients = false});
+  }
+
+  std::vector<OpCase> release() { return std::move(cases_); }
+
+ private:
+  std::vector<OpCase> cases_;
+};
+
+void elementwise_cases(CaseList& list) {
+  list.unary(K::neg, neg);
+  list.unary(K::abs, abs);
+  list.add({.op = K::sign,
+            .name = "times_x",  // sign's gradient is zero; times x, the check sees sign itself
+            .inputs = [](InputMaker& in) { return Inputs{in.uniform(elementwise_shape(in))}; },
+            .run = [](const Inputs& x) { return Outputs{sign(x[0]) * x[0]}; }});
+  list.unary(K::exp, exp);
+  list.unary(K::log, log, 0.2, 3);
+  list.unary(K::sqrt, sqrt, 0.2, 3);
+  list.unary(K::rsqrt, rsqrt, 0.2, 3);
+  list.unary(K::square, square);
+  list.unary(K::relu, relu);
+  for (bool approximate : {false, true}) {
+    list.add({.op = K::gelu,
+              .name = approximate ? "tanh" : "exact",
+              .inputs = [](InputMaker& in) { return Inputs{in.uniform(elementwise_shape(in))}; },
+              .run = [approximate](const Inputs& x) { return Outputs{gelu(x[0], approximate)}; }});
+  }
+  list.unary(K::sigmoid, sigmoid);
+  list.unary(K::tanh, tanh);
+
+  list.add({.op = K::relu_backward,
+            .name = "2d",
+            .inputs =
+                [](InputMaker& in) {
+                  const Shape shape = pair_shape(in);
+                  return Inputs{in.uniform(shape), in.uniform(shape)};
+                },
+            .run = [](const Inputs& x) { return Outputs{relu_backward(x[0], x[1])}; },
+            .differentiable = {true, false}});
+  for (bool approximate : {false, true}) {
+    list.add(
+        {.op = K::gelu_backward,
+         .name = approximate ? "tanh" : "exact",
+         .inputs =
+             [](InputMaker& in) {
+               const Shape shape = pair_shape(in);
+               return Inputs{in.uniform(shape), in.uniform(shape)};
+             },
+         .run = [approximate](
+                    const Inputs& x) { return Outputs{gelu_backward(x[0], x[1], approximate)}; },
+         .compare_gradients = false});
+  }
+  list.add({.op = K::sigmoid_backward,
+            .name = "2d",
+            .inputs =
+                [](InputMaker& in) {
+                  const Shape shape = pair_shape(in);
+                  return Inputs{in.uniform(shape), in.uniform(shape, 0.1, 0.9)};
+                },
+            .run = [](const Inputs& x) { return Outputs{sigmoid_backward(x[0], x[1])}; }});
+  list.add({.op = K::tanh_backward,
+            .name = "2d",
+            .inputs =
+                [](InputMaker& in) {
+                  const Shape shape = pair_shape(in);
+                  return Inputs{in.uniform(shape), in.uniform(shape, -0.9, 0.9)};
+                },
+            .run = [](const Inputs& x) { return Outputs{tanh_backward(x[0], x[1])}; }});
+
+  list.binary(K::add, [](auto& a, auto& b) { return add(a, b); });
+  list.binary(K::sub, [](auto& a, auto& b) { return sub(a, b); });
+  list.binary(K::mul, [](auto& a, auto& b) { return mul(a, b); });
+  // The divisor in [1, 2]: its broadcast gradient sums -dy a / b^2 over rows, and divisors near
+  // 0.3 make that sum a cancellation that bf16 keeps only to a few percent (measured).
+  list.binary(
+      K::div, [](auto& a, auto& b) { return div(a, b); }, 0.3, 2, 1, 2);
+  list.binary(K::maximum, [](auto& a, auto& b) { return maximum(a, b); });
+  list.binary(K::minimum, [](auto& a, auto& b) { return minimum(a, b); });
+  list.binary(
+      K::pow, [](auto& a, auto& b) { return pow(a, b); }, 0.3, 2, 0.3, 2);
+  list.comparison(K::equal, [](auto& a, auto& b) { return equal(a, b); });
+  list.comparison(K::greater, [](auto& a, auto& b) { return greater(a, b); });
+  list.comparison(K::greater_equal, [](auto& a, auto& b) { return greater_equal(a, b); });
+  list.comparison(K::less, [](auto& a, auto& b) { return less(a, b); });
+  list.add(
+      {.op = K::select,
+       .name = "max_of_pair",
+       .inputs =
+           [](InputMaker& in) {
+             const Shape shape{in.extent(1, 4, 5, 1024), in.extent(1, 4, 8, 1024)};
+             return Inputs{in.uniform(shape), in.uniform({shape[1]})};
+           },
+       .run = [](const Inputs& x) { return Outputs{where(greater(x[0], x[1]), x[0], x[1])}; }});
+  list.add(
+      {.op = K::select,
+       .name = "three_shapes",
+       .inputs =
+           [](InputMaker& in) {
+             const std::int64_t rows = in.extent(1, 4, 5, 1024);
+             const std::int64_t columns = in.extent(1, 4, 8, 1024);
+             return Inputs{in.uniform({rows, columns}), in.uniform({columns}),
+                           in.uniform({rows, 1})};
+           },
+       .run = [](const Inputs& x) { return Outputs{where(greater(x[0], x[2]), x[0], x[1])}; }});
+}
+
+void reduction_cases(CaseList& list) {
+  struct Reduce {
+    K op;
+    const char* name;
+    Tensor (*fn)(const Tensor&, const std::vector<std::int64_t>&, bool);
+    std::vector<std::int64_t> axes;
+    bool keepdims;
+  };
+  for (const Reduce& r :
+       {Reduce{K::sum, "all", sum, {}, false}, Reduce{K::sum, "axes_0_2", sum, {0, 2}, false},
+        Reduce{K::sum, "axis_1_keepdims", sum, {1}, true},
+        Reduce{K::sum, "last_axis", sum, {-1}, false},
+        Reduce{K::mean, "axis_1_keepdims", mean, {1}, true},
+        Reduce{K::mean, "axis_0", mean, {0}, false},
+        Reduce{K::mean, "axes_1_2", mean, {1, 2}, false}, Reduce{K::mean, "all", mean, {}, false},
+        Reduce{K::max, "last_axis", reduce_max, {-1}, false},
+        Reduce{K::max, "axes_0_1", reduce_max, {0, 1}, false}}) {
+    const bool picks = r.op == K::max;
+    list.add({.op = r.op,
+              .name = r.name,
+              .inputs =
+                  [picks, axes = r.axes](InputMaker& in) {
+                    const Shape shape = reduction_shape(in);
+                    return Inputs{picks ? in.distinct(shape, axes) : in.uniform(shape)};
+                  },
+              .run = [r](const Inputs& x) { return Outputs{r.fn(x[0], r.axes, r.keepdims)}; }});
+  }
+  for (std::int64_t axis : {-1, 1}) {
+    list.add(
+        {.op = K::argmax,
+         .name = axis == -1 ? "last_axis" : "axis_1",
+         .inputs =
+             [axis](InputMaker& in) { return Inputs{in.distinct(reduction_shape(in), {axis})}; },
+         .run = [axis](const Inputs& x) { return Outputs{argmax(x[0], axis)}; },
+         .compare_gradients = false});
+  }
+  list.add({.op = K::broadcast_to,
+            .name = "new_leading_axis",
+            .inputs =
+                [](InputMaker& in) {
+                  return Inputs{in.uniform({in.extent(1, 4, 40, 1024), 1})};
+                },
+            .run =
+                [](const Inputs& x) {
+                  return Outputs{broadcast_to(x[0], {3, x[0].dim(0), 5})};
+                }});
+  list.add({.op = K::broadcast_to,
+            .name = "middle_axis",
+            .inputs =
+                [](InputMaker& in) {
+                  return Inputs{in.uniform({3, 1, in.extent(1, 4, 4, 256)})};
+                },
+            .run =
+                [](const Inputs& x) {
+                  return Outputs{broadcast_to(x[0], {2, 3, 5, x[0].dim(2)})};
+                }});
+}
+
+void gather_cases(CaseList& list) {
+  list.add({.op = K::gather,
+            .name = "i64_repeated",
+            .inputs =
+                [](InputMaker& in) {
+                  const std::int64_t rows = in.extent(2, 5, 10, 32768);
+                  const std::int64_t count = in.extent(1, 6, 8, 8192);
+                  Tensor ids = in.indices(count, rows, DType::i64);
+                  // a repeated index: its rows' gradients add up
+                  ids = concat({ids, slice(ids, {0}, {1})}, 0);
+                  return Inputs{in.uniform({rows, in.extent(1, 3, 6, 256), 2}),
+                                reshape(ids, {1, count + 1})};
+                },
+            .run = [](const Inputs& x) { return Outputs{gather(x[0], x[1])}; }});
+  list.add({.op = K::gather,
+            .name = "i32_2d",
+            .inputs =
+                [](InputMaker& in) {
+                  const std::int64_t rows = in.extent(2, 5, 10, 32768);
+                  const std::int64_t count = in.extent(4, 4, 4, 4096);
+                  return Inputs{in.uniform({rows, in.extent(1, 3, 6, 512)}),
+                                reshape(in.indices(2 * count, rows, DType::i32), {2, count})};
+                },
+            .run = [](const Inputs& x) { return Outputs{gather(x[0], x[1])}; }});
+  list.add(
+      {.op = K::scatter_add, .name = "i32", .instance = [](InputMaker& in) {
+         const std::int64_t count = in.extent(1, 6, 8, 8192);
+         const std::int64_t rows = in.extent(2, 5, 10, 32768);
+         return Instance{
+             {in.uniform({count, in.extent(1, 4, 5, 256)}), in.indices(count, rows, DType::i32)},
+             [rows](const Inputs& x) { return Outputs{scatter_add(x[0], x[1], rows)}; }};
+       }});
+}
+
+void matmul_cases(CaseList& list) {
+  struct Extents {
+    std::int64_t batch, m, k, n;
+  };
+  auto extents = [](InputMaker& in) {
+    return Extents{in.extent(2, 3, 3, 4), in.extent(1, 4, 37, 512), in.extent(1, 5, 64, 512),
+                   in.extent(1, 4, 45, 512)};
+  };
+  for (bool transpose_a : {false, true}) {
+    for (bool transpose_b : {false, true}) {
+      list.add(
+          {.op = K::matmul,
+           .name = std::string("bias") + (transpose_a ? "_ta" : "") + (transpose_b ? "_tb" : ""),
+           .inputs =
+               [=](InputMaker& in) {
+                 const auto [batch, m, k, n] = extents(in);
+                 return Inputs{in.uniform(transpose_a ? Shape{k, m} : Shape{m, k}),
+                               in.uniform(transpose_b ? Shape{n, k} : Shape{k, n}),
+                               in.uniform({n})};
+               },
+           .run =
+               [=](const Inputs& x) {
+                 return Outputs{matmul(x[0], x[1], x[2], transpose_a, transpose_b)};
+               },
+           .uses_tf32 = true});
+    }
+  }
+  list.add({.op = K::matmul,
+            .name = "batched",
+            .inputs =
+                [=](InputMaker& in) {
+                  const auto [batch, m, k, n] = extents(in);
+                  return Inputs{in.uniform({batch, m, k}), in.uniform({batch, k, n})};
+                },
+            .run = [](const Inputs& x) { return Outputs{matmul(x[0], x[1])}; },
+            .uses_tf32 = true});
+  list.add({.op = K::matmul,
+            .name = "batched_2d_b_bias",
+            .inputs =
+                [=](InputMaker& in) {
+                  const auto [batch, m, k, n] = extents(in);
+                  return Inputs{in.uniform({batch, m, k}), in.uniform({k, n}), in.uniform({n})};
+                },
+            .run = [](const Inputs& x) { return Outputs{matmul(x[0], x[1], x[2])}; },
+            .uses_tf32 = true});
+  list.add({.op = K::matmul,
+            .name = "batched_tb",
+            .inputs =
+                [=](InputMaker& in) {
+                  const auto [batch, m, k, n] = extents(in);
+                  return Inputs{in.uniform({batch, m, k}), in.uniform({batch, n, k})};
+                },
+            .run = [](const Inputs& x) { return Outputs{matmul(x[0], x[1], false, true)}; },
+            .uses_tf32 = true});
+  list.add({.op = K::matmul,
+            .name = "batched_ta_2d_b",
+            .inputs =
+                [=](InputMaker& in) {
+                  const auto [batch, m, k, n] = extents(in);
+                  return Inputs{in.uniform({batch, k, m}), in.uniform({k, n})};
+                },
+            .run = [](const Inputs& x) { return Outputs{matmul(x[0], x[1], true, false)}; },
+            .uses_tf32 = true});
+}
+
+// A convolution's geometry: the input, filter and output shapes for its options.
+struct ConvGeometry {
+  Shape input, filter, output;
+  Conv2DOptions options;
+};
+
+ConvGeometry conv_geometry(InputMaker& in, Conv2DOptions options) {
+  const std::int64_t c_in = in.extent(1, 3, 8, 64), c_out = in.extent(1, 3, 16, 64);
+  const Shape input{in.extent(1, 2, 2, 16), in.extent(5, 7, 15, 28), in.extent(5, 7, 14, 28), c_in};
+  const Shape filter{in.extent(1, 3, 3, 3), in.extent(1, 3, 3, 3), c_in, c_out};
+  const Shape output{
+      input[0],
+      window_extent(input[1], filter[0], options.strides[0], options.dilations[0], options.padding),
+      window_extent(input[2], filter[1], options.strides[1], options.dilations[1], options.padding),
+      c_out};
+  return {input, filter, output, options};
+}
+
+void conv_cases(CaseList& list) {
+  struct Variant {
+    const char* name;
+    Padding padding;
+    bool random_strides;  // strides 1-2, dilation 1-2 along the height where the stride is 1
+    std::array<std::int64_t, 2> strides, dilations;
+    bool bias;
+  };
+  for (const Variant& v :
+       {Variant{"valid", Padding::valid, true, {1, 1}, {1, 1}, true},
+        Variant{"same", Padding::same, true, {1, 1}, {1, 1}, true},
+        Variant{"same_stride2", Padding::same, false, {2, 2}, {1, 1}, true},
+        Variant{"dilated_no_bias", Padding::valid, false, {1, 1}, {2, 1}, false}}) {
+    list.add({.op = K::conv2d,
+              .name = v.name,
+              .instance =
+                  [v](InputMaker& in) {
+                    Conv2DOptions options{v.strides, v.padding, v.dilations};
+                    if (v.random_strides) {
+                      options.strides = {in.draw(1, 2), in.draw(1, 2)};
+                      options.dilations = {options.strides[0] == 1 ? in.draw(1, 2) : 1, 1};
+                    }
+                    const ConvGeometry g = conv_geometry(in, options);
+                    Inputs inputs{in.uniform(g.input), in.uniform(g.filter)};
+                    if (v.bias) inputs.push_back(in.uniform({g.filter[3]}));
+                    return Instance{std::move(inputs), [options](const Inputs& x) {
+                                      return Outputs{x.size() == 3
+                                                         ? conv2d(x[0], x[1], x[2], options)
+                                                         : conv2d(x[0], x[1], options)};
+                                    }};
+                  },
+              .uses_tf32 = true});
+  }
+  const Conv2DOptions same_stride2{{2, 2}, Padding::same, {1, 1}};
+  list.add({.op = K::conv2d_backward_input,
+            .name = "same_stride2",
+            .instance =
+                [same_stride2](InputMaker& in) {
+                  const ConvGeometry g = conv_geometry(in, same_stride2);
+                  return Instance{
+                      {in.uniform(g.output), in.uniform(g.filter)}, [g](const Inputs& x) {
+                        return Outputs{conv2d_backward_input(x[0], x[1], g.input, g.options)};
+                      }};
+                },
+            .compare_gradients = false,
+            .uses_tf32 = true});
+  list.add({.op = K::conv2d_backward_filter,
+            .name = "same_stride2_with_bias",
+            .instance =
+                [same_stride2](InputMaker& in) {
+                  const ConvGeometry g = conv_geometry(in, same_stride2);
+                  return Instance{
+                      {in.uniform(g.input), in.uniform(g.output)}, [g](const Inputs& x) {
+                        return conv2d_backward_filter(x[0], x[1], g.filter, true, g.options);
+                      }};
+                },
+            .compare_gradients = false,
+            .uses_tf32 = true});
+}
+
+void pool_cases(CaseList& list) {
+  struct Variant {
+    const char* name;
+    Padding padding;
+    bool random;  // window and strides drawn: 2 x 2-3, strides 2 x 1-2 (transposed for avg)
+  };
+  for (K op : {K::max_pool2d, K::avg_pool2d}) {
+    const bool is_max = op == K::max_pool2d;
+    for (const Variant& v :
+         {Variant{"valid", Padding::valid, true}, Variant{"same", Padding::same, true},
+          Variant{"3x3_stride2_same", Padding::same, false}}) {
+      list.add({.op = op, .name = v.name, .instance = [v, is_max](InputMaker& in) {
+                  Pool2DOptions options{{3, 3}, {2, 2}, v.padding};
+                  if (v.random) {
+                    options.window = {2, in.draw(2, 3)};
+                    options.strides = {2, in.draw(1, 2)};
+                    if (!is_max) {
+                      std::swap(options.window[0], options.window[1]);
+                      std::swap(options.strides[0], options.strides[1]);
+                    }
+                  }
+                  const Shape shape = image_shape(in, 4, 6);
+                  return Instance{{is_max ? in.distinct(shape, {1, 2}) : in.uniform(shape)},
+                                  [options, is_max](const Inputs& x) {
+                                    return Outputs{is_max ? max_pool2d(x[0], options)
+                                                          : avg_pool2d(x[0], options)};
+                                  }};
+                }});
+    }
+  }
+  const Pool2DOptions pool{{3, 3}, {2, 2}, Padding::same};
+  auto pooled_shape = [](const Shape& x) {
+    return Shape{x[0], window_extent(x[1], 3, 2, 1, Padding::same),
+                 window_extent(x[2], 3, 2, 1, Padding::same), x[3]};
+  };
+  list.add(
+      {.op = K::max_pool2d_backward,
+       .name = "3x3_stride2_same",
+       .inputs =
+           [pooled_shape](InputMaker& in) {
+             const Shape shape = image_shape(in, 4, 6);
+             return Inputs{in.uniform(pooled_shape(shape)), in.distinct(shape, {1, 2})};
+           },
+       .run = [pool](const Inputs& x) { return Outputs{max_pool2d_backward(x[0], x[1], pool)}; },
+       .compare_gradients = false});
+  list.add({.op = K::avg_pool2d_backward,
+            .name = "3x3_stride2_same",
+            .instance =
+                [pooled_shape, pool](InputMaker& in) {
+                  const Shape shape = image_shape(in, 4, 6);
+                  return Instance{{in.uniform(pooled_shape(shape))},
+                                  [shape, pool](const Inputs& x) {
+                                    return Outputs{avg_pool2d_backward(x[0], shape, pool)};
+                                  }};
+                },
+            .compare_gradients = false});
+  list.add({.op = K::global_avg_pool2d,
+            .name = "nhwc",
+            .inputs = [](InputMaker& in) { return Inputs{in.uniform(image_shape(in, 1, 4))}; },
+            .run = [](const Inputs& x) { return Outputs{global_avg_pool2d(x[0])}; }});
+}
+
+Shape activation_shape(InputMaker& in) {
+  return {in.extent(2, 3, 4, 32), in.extent(1, 3, 7, 28), in.extent(1, 3, 6, 28),
+          in.extent(1, 4, 24, 64)};
+}
+
+void norm_cases(CaseList& list) {
+  auto training_inputs = [](InputMaker& in) {
+    const Shape shape = activation_shape(in);
+    return Inputs{in.uniform(shape, -1, 3), in.uniform({shape[3]}), in.uniform({shape[3]})};
+  };
+  list.add({.op = K::batch_norm,
+            .name = "training",
+            .inputs = training_inputs,
+            .run =
+                [](const Inputs& x) {
+                  const BatchNormTrainingResult r = batch_norm_training(x[0], x[1], x[2], 1e-3);
+                  return Outputs{r.y, r.mean, r.variance};
+                },
+            .grad_tolerance = 1e-5});
+  list.add({.op = K::batch_norm,
+            .name = "inference",
+            .inputs =
+                [](InputMaker& in) {
+                  const Shape shape = activation_shape(in);
+                  const Shape channels{shape[3]};
+                  return Inputs{in.uniform(shape), in.uniform(channels), in.uniform(channels),
+                                in.uniform(channels), in.uniform(channels, 0.5, 2)};
+                },
+            .run =
+                [](const Inputs& x) {
+                  return Outputs{batch_norm_inference(x[0], x[1], x[2], x[3], x[4], 1e-3)};
+                },
+            .differentiable = {true, true, true, false, false}});
+  list.add({.op = K::batch_norm,
+            .name = "training_statistics_for_inference",
+            .inputs = training_inputs,
+            .run =
+                [](const Inputs& x) {
+                  const BatchNormTrainingResult r = batch_norm_training(x[0], x[1], x[2], 1e-3);
+                  return Outputs{
+                      batch_norm_inference(x[0], x[1], x[2], r.mean, r.variance + 0.5, 1e-3)};
+                },
+            .grad_tolerance = 1e-5});
+  for (bool training : {true, false}) {
+    list.add({.op = K::batch_norm_backward,
+              .name = training ? "training" : "inference",
+              .inputs =
+                  [](InputMaker& in) {
+                    const Shape shape = activation_shape(in);
+                    const Shape channels{shape[3]};
+                    return Inputs{in.uniform(shape), in.uniform(shape, -1, 3), in.uniform(channels),
+                                  in.uniform(channels), in.uniform(channels, 0.5, 2)};
+                  },
+              .run =
+                  [training](const Inputs& x) {
+                    return batch_norm_backward(x[0], x[1], x[2], x[3], x[4], 1e-3, training);
+                  },
+              .compare_gradients = false});
+  }
+
+  auto sequence = [](InputMaker& in) {
+    const std::int64_t features = in.extent(2, 6, 48, 768);
+    return Inputs{in.uniform({in.extent(1, 3, 3, 32), in.extent(1, 3, 5, 128), features}),
+                  in.uniform({features}), in.uniform({features})};
+  };
+  list.add({.op = K::layer_norm,
+            .name = "y",
+            .inputs = sequence,
+            .run = [](const Inputs& x) { return Outputs{layer_norm(x[0], x[1], x[2], 1e-3).y}; },
+            .grad_tolerance = 1e-5});
+  // The statistics as outputs too: their gradients flow back to x.
+  list.add({.op = K::layer_norm,
+            .name = "with_statistics",
+            .inputs = sequence,
+            .run =
+                [](const Inputs& x) {
+                  const LayerNormResult r = layer_norm(x[0], x[1], x[2], 1e-5);
+                  return Outputs{r.y, r.mean, r.rstd};
+                },
+            .grad_tolerance = 1e-5});
+  list.add({.op = K::layer_norm_backward,
+            .name = "3d",
+            .inputs =
+                [sequence](InputMaker& in) {
+                  Inputs x = sequence(in);
+                  return Inputs{in.uniform(x[0].shape()), x[0], x[1]};
+                },
+            .run =
+                [](const Inputs& x) {
+                  const LayerNormResult forward = layer_norm(x[1], x[2], x[2], 1e-5);
+                  return layer_norm_backward(x[0], x[1], x[2], forward.mean, forward.rstd);
+                },
+            .compare_gradients = false});
+}
+
+void softmax_cases(CaseList& list) {
+  auto scores_shape = [](InputMaker& in) {
+    return Shape{in.extent(2, 4, 4, 32), in.extent(2, 4, 6, 64), in.extent(2, 5, 37, 512)};
+  };
+  for (std::int64_t axis : {-1, 1}) {
+    const char* name = axis == -1 ? "last_axis" : "axis_1";
+    for (K op : {K::softmax, K::log_softmax}) {
+      const bool log = op == K::log_softmax;
+      list.add({.op = op,
+                .name = name,
+                .inputs =
+                    [scores_shape](InputMaker& in) { return Inputs{in.uniform(scores_shape(in))}; },
+                .run =
+                    [axis, log](const Inputs& x) {
+                      return Outputs{log ? log_softmax(x[0], axis) : softmax(x[0], axis)};
+                    }});
+    }
+    for (K op : {K::softmax_backward, K::log_softmax_backward}) {
+      const bool log = op == K::log_softmax_backward;
+      list.add({.op = op,
+                .name = name,
+                .inputs =
+                    [scores_shape, axis, log](InputMaker& in) {
+                      const Shape shape = scores_shape(in);
+                      const Tensor scores = in.uniform(shape);
+                      return Inputs{in.uniform(shape),
+                                    log ? log_softmax(scores, axis) : softmax(scores, axis)};
+                    },
+                .run =
+                    [axis, log](const Inputs& x) {
+                      return Outputs{log ? log_softmax_backward(x[0], x[1], axis)
+                                         : softmax_backward(x[0], x[1], axis)};
+                    }});
+    }
+  }
+}
+
+void layout_cases(CaseList& list) {
+  auto matrix = [](InputMaker& in) {
+    return Shape{in.extent(2, 4, 4, 1024), in.extent(2, 4, 6, 1024)};
+  };
+  list.add({.op = K::reshape,
+            .name = "column",
+            .inputs = [](InputMaker& in) { return Inputs{in.uniform(elementwise_shape(in))}; },
+            .run =
+                [](const Inputs& x) {
+                  return Outputs{reshape(x[0], {-1, 1})};
+                }});
+  // A view of its input; the multiplication reads it through the view.
+  list.add(
+      {.op = K::reshape,
+       .name = "regroup_times_2",
+       .inputs =
+           [](InputMaker& in) {
+             return Inputs{in.uniform({in.extent(1, 4, 4, 1024), 2 * in.extent(1, 3, 3, 512)})};
+           },
+       .run =
+           [](const Inputs& x) {
+             return Outputs{reshape(x[0], {-1, x[0].dim(1) / 2}) * 2.0};
+           }});
+  list.add({.op = K::transpose,
+            .name = "rotate_3d",
+            .inputs = [](InputMaker& in) { return Inputs{in.uniform(elementwise_shape(in))}; },
+            .run =
+                [](const Inputs& x) {
+                  return Outputs{transpose(x[0], {1, 2, 0})};
+                }});
+  list.add({.op = K::transpose,
+            .name = "4d",
+            .inputs =
+                [](InputMaker& in) {
+                  return Inputs{in.uniform({in.extent(1, 3, 3, 32), in.extent(1, 3, 4, 64),
+                                            in.extent(1, 3, 5, 64), in.extent(1, 3, 2, 16)})};
+                },
+            .run =
+                [](const Inputs& x) {
+                  return Outputs{transpose(x[0], {2, 0, 3, 1})};
+                }});
+  list.add({.op = K::concat,
+            .name = "axis_0_repeated",
+            .inputs =
+                [matrix](InputMaker& in) {
+                  const Shape shape = matrix(in);
+                  return Inputs{in.uniform(shape), in.uniform({2, shape[1]})};
+                },
+            .run =
+                [](const Inputs& x) {
+                  return Outputs{concat({x[0], x[1], x[0]}, 0)};
+                }});
+  list.add({.op = K::concat,
+            .name = "axis_1_repeated",
+            .inputs =
+                [](InputMaker& in) {
+                  const std::int64_t a = in.extent(1, 3, 3, 64), c = in.extent(1, 3, 5, 512);
+                  return Inputs{in.uniform({a, in.extent(1, 4, 4, 128), c}),
+                                in.uniform({a, in.extent(1, 3, 2, 64), c})};
+                },
+            .run =
+                [](const Inputs& x) {
+                  return Outputs{concat({x[0], x[1], x[0]}, 1)};
+                }});
+  list.add({.op = K::slice,
+            .name = "rows_to_end",
+            .inputs = [matrix](InputMaker& in) { return Inputs{in.uniform(matrix(in))}; },
+            .run =
+                [](const Inputs& x) {
+                  return Outputs{slice(x[0], {1, 0}, {-1, 1})};
+                }});
+  list.add({.op = K::slice,
+            .name = "3d",
+            .inputs =
+                [](InputMaker& in) {
+                  return Inputs{in.uniform(
+                      {in.extent(4, 5, 5, 64), in.extent(3, 5, 6, 128), in.extent(4, 6, 7, 128)})};
+                },
+            .run =
+                [](const Inputs& x) {
+                  return Outputs{slice(x[0], {1, 2, 0}, {3, -1, 4})};
+                }});
+  list.add({.op = K::pad,
+            .name = "2d_constant",
+            .inputs = [matrix](InputMaker& in) { return Inputs{in.uniform(matrix(in))}; },
+            .run =
+                [](const Inputs& x) {
+                  return Outputs{pad(x[0], {{{1, 2}}, {{0, 3}}}, 0.5)};
+                }});
+  list.add(
+      {.op = K::cast,
+       .name = "round_trip_f32",
+       .inputs = [matrix](InputMaker& in) { return Inputs{in.uniform(matrix(in))}; },
+       .run = [](const Inputs& x) { return Outputs{cast(cast(x[0], DType::f32), x[0].dtype())}; },
+       .grad_step = 1e-3,
+       .grad_tolerance = 1e-3});
+  list.add({.op = K::cast,
+            .name = "to_other_dtypes",
+            .inputs =
+                [](InputMaker& in) {
+                  return Inputs{in.uniform({in.extent(2, 8, 40, 1 << 20)}, -100, 100)};
+                },
+            .run =
+                [](const Inputs& x) {
+                  return Outputs{cast(x[0], DType::f16), cast(x[0], DType::i32),
+                                 cast(cast(x[0], DType::i64), DType::f32),
+                                 cast(greater(x[0], scalar_like(x[0], 0.0)), DType::f32)};
+                },
+            .grad = false,
+            .compare_gradients = false});
+}
+
+void loss_and_update_cases(CaseList& list) {
+  // The mask is drawn once per call; a fresh generator each run keeps it fixed across the
+  // finite-difference evaluations and the same on every backend.
+  list.add({.op = K::dropout,
+            .name = "y_and_mask",
+            .inputs = [](InputMaker& in) { return Inputs{in.uniform(elementwise_shape(in))}; },
+            .run =
+                [](const Inputs& x) {
+                  Generator generator(99);
+                  const DropoutResult r = dropout(x[0], 0.3, generator);
+                  return Outputs{r.y, r.mask};
+                }});
+  auto logits = [](InputMaker& in) {
+    const std::int64_t batch = in.extent(1, 4, 9, 256), classes = in.extent(2, 5, 11, 1000);
+    return Inputs{in.uniform({batch, classes}), in.indices(batch, classes, DType::i32)};
+  };
+  list.add({.op = K::sparse_softmax_cross_entropy,
+            .name = "loss",
+            .inputs = logits,
+            .run = [](const Inputs& x) {
+              return Outputs{sparse_softmax_cross_entropy_with_logits(x[0], x[1]).loss};
+            }});
+  list.add({.op = K::sparse_softmax_cross_entropy,
+            .name = "loss_and_backprop",
+            .inputs = logits,
+            .run =
+                [](const Inputs& x) {
+                  const CrossEntropyResult r = sparse_softmax_cross_entropy_with_logits(x[0], x[1]);
+                  return Outputs{r.loss, r.backprop};
+                },
+            .grad = false});
+  auto parameters = [](InputMaker& in, int count) {
+    const Shape shape{in.extent(1, 8, 50, 1 << 20)};
+    Inputs inputs;
+    for (int i = 0; i < count; ++i)
+      inputs.push_back(in.uniform(shape));
+    return inputs;
+  };
+  list.add({.op = K::sgd_update,
+            .name = "nesterov_weight_decay",
+            .inputs = [parameters](InputMaker& in) { return parameters(in, 3); },
+            .run =
+                [](const Inputs& x) {
+                  Tensor param = x[0].clone();
+                  Tensor velocity = x[2].clone();
+                  sgd_update(param, x[1], velocity, {0.1, 0.9, true, 0.01});
+                  return Outputs{param, velocity};
+                },
+            .compare_gradients = false});
+  list.add({.op = K::adam_update,
+            .name = "adamw",
+            .inputs =
+                [parameters](InputMaker& in) {
+                  Inputs x = parameters(in, 3);
+                  x.push_back(in.uniform(x[0].shape(), 0.1, 1));
+                  return x;
+                },
+            .run =
+                [](const Inputs& x) {
+                  Tensor param = x[0].clone();
+                  Tensor m = x[2].clone();
+                  Tensor v = x[3].clone();
+                  adam_update(param, x[1], m, v, 3, {1e-2, 0.9, 0.999, 1e-7, 0.01});
+                  return Outputs{param, m, v};
+                },
+            .compare_gradients = false});
+}
+
+std::vector<OpCase> make_cases() {
+  CaseList list;
+  elementwise_cases(list);
+  reduction_cases(list);
+  gather_cases(list);
+  matmul_cases(list);
+  conv_cases(list);
+  pool_cases(list);
+  norm_cases(list);
+  softmax_cases(list);
+  layout_cases(list);
+  loss_and_update_cases(list);
+  std::vector<OpCase> cases = list.release();
+  std::stable_sort(cases.begin(), cases.end(),
+                   [](const OpCase& a, const OpCase& b) { return a.op < b.op; });
+  return cases;
+}
+
+}  // namespace
+
+const std::vector<OpCase>& op_cases() {
+  static const std::vector<OpCase> cases = make_cases();
+  return cases;
+}
+
+}  // namespace tandem::harness

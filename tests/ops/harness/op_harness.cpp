@@ -1,0 +1,561 @@
+#include "ops/harness/op_harness.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <map>
+#include <ostream>
+#include <sstream>
+
+#include "ops/backend.h"
+#include "ops/harness/finite_difference.h"
+#include "tandem/cuda.h"
+
+namespace tandem::harness {
+
+std::vector<Device> harness_devices() {
+  std::vector<Device> devices{Device::cpu()};
+  if (cuda::is_available()) devices.push_back(Device::cuda());
+  return devices;
+}
+
+std::string Precision::str() const {
+  return std::string(dtype_name(dtype)) + (tf32 ? "+tf32" : "");
+}
+
+// Measured on the CPU (bf16 mostly through oneDNN, f16 through the loops) over 230 seeds of
+// the backends mode: outputs, rounded a few times, stay within 6.1e-3 in bf16 and 6.5e-4 in f16
+// (3 and 1.3 times the unit roundoff; pooling and layer-norm backward the largest); gradients,
+// whose rules reuse the rounded forward outputs and take a rounded output gradient, reach
+// 2.0e-2 in bf16 and 2.3e-3 in f16 (div's broadcast divisor, rsqrt, pow). bf16's 3e-2 on
+// gradients is the one loose figure; the div cases keep their divisor in [1, 2] so that it is
+// not looser still (with divisors near 0.3 the broadcast gradient's sum cancels to 8e-2).
+Tolerance tolerance_for(const Precision& precision) {
+  switch (precision.dtype) {
+    case DType::f32:
+      // IEEE products agree to rounding; TF32 keeps 10 bits of the mantissa.
+      return precision.tf32 ? Tolerance{1e-2, 1e-2} : Tolerance{1e-5, 1e-5};
+    case DType::bf16:
+      return {1e-2, 3e-2};
+    case DType::f16:
+      return {2e-3, 5e-3};
+    default:
+      return {0, 0};
+  }
+}
+
+namespace {
+
+std::string shapes_of(const Inputs& inputs) {
+  std::string text;
+  for (const Tensor& input : inputs) {
+    if (!text.empty()) text += " ";
+    std::string shape;
+    for (std::int64_t extent : input.shape())
+      shape += (shape.empty() ? "" : "x") + std::to_string(extent);
+    text += shape.empty() ? "scalar" : shape;
+  }
+  return text;
+}
+
+std::string seed_note() {
+  return " (TANDEM_TEST_SEED=" + std::to_string(testing::test_seed()) + ")";
+}
+
+bool wants(const Options& options, DType dtype) {
+  return options.dtypes.empty() ||
+         std::find(options.dtypes.begin(), options.dtypes.end(), dtype) != options.dtypes.end();
+}
+
+bool wants(const Options& options, Device device) {
+  return !options.device || *options.device == device.type;
+}
+
+// Attaches an observer to every op run while it lives.
+class ObserverScope {
+ public:
+  explicit ObserverScope(OpObserver& observer) : observer_(observer) {
+    add_op_observer(&observer_);
+  }
+  ~ObserverScope() { remove_op_observer(&observer_); }
+  ObserverScope(const ObserverScope&) = delete;
+  ObserverScope& operator=(const ObserverScope&) = delete;
+
+ private:
+  OpObserver& observer_;
+};
+
+// Records the dtype of the first input (the one dispatch picks the kernel by) of every call of
+// one op.
+class KernelDtypes final : public OpObserver {
+ public:
+  explicit KernelDtypes(OpKind op) : op_(op) {}
+  void after_op(OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor>,
+                const Attrs&) override {
+    if (kind == op_ && !inputs.empty()) dtypes.push_back(inputs[0].dtype());
+  }
+  std::vector<DType> dtypes;
+
+ private:
+  OpKind op_;
+};
+
+// Why `device` cannot run the case's op with its floating inputs in `dtype`, or "" when it can:
+// the dtypes its kernels would be picked by are seen on one run on the CPU in f32 (floating
+// ones become `dtype`; a select's bool condition stays bool).
+std::string missing_kernel(const OpCase& c, const Instance& instance, Device device, DType dtype) {
+  Inputs inputs;
+  for (const Tensor& input : instance.inputs)
+    inputs.push_back(is_floating(input.dtype()) ? cast(input, DType::f32) : input);
+  KernelDtypes seen(c.op);
+  {
+    const ObserverScope scope(seen);
+    instance.run(inputs);
+  }
+  for (DType kernel : seen.dtypes) {
+    if (is_floating(kernel)) kernel = dtype;
+    if (!backend_for(device).supports(c.op, kernel)) {
+      return c.label() + " on " + device.str() + " in " + dtype_name(dtype) + ": no " +
+             op_name(c.op) + " kernel for " + dtype_name(kernel) + " inputs";
+    }
+  }
+  return "";
+}
+
+// ---- grad ----
+
+bool grad_applies(const OpCase& c) {
+  return c.grad && op_def(c.op).gradient != nullptr;
+}
+
+void run_grad(const OpCase& c, const Options& options, Report& report) {
+  InputMaker maker(DType::f64, options.size.value_or(Size::small));
+  const Instance instance = c.make(maker);
+  const std::string mismatch = testing::gradient_mismatch(
+      instance.run, instance.inputs, {c.grad_step, c.grad_tolerance, c.differentiable});
+  if (!mismatch.empty()) {
+    report.failures.push_back(c.label() + " grad on inputs " + shapes_of(instance.inputs) + ": " +
+                              mismatch + seed_note());
+  }
+}
+
+// ---- backends ----
+
+bool always(const OpCase&) {
+  return true;
+}
+
+struct Evaluation {
+  Outputs outputs;                // on the host, floating ones in f32
+  std::vector<Tensor> gradients;  // of the floating inputs, on the host in f32
+};
+
+// Runs an instance on `device` with its floating inputs rounded to `dtype`; the reference runs
+// them on the CPU in f32 after that rounding, so both start from the same values.
+Evaluation evaluate(const Instance& instance, bool gradients, Device device, DType dtype,
+                    bool reference) {
+  Inputs inputs;
+  for (const Tensor& input : instance.inputs) {
+    Tensor value = input;
+    if (is_floating(input.dtype())) {
+      value = cast(input, dtype);
+      if (reference) value = cast(value, DType::f32);
+    }
+    inputs.push_back(value.to(device));
+  }
+  Evaluation result;
+  GradientTape tape;
+  std::vector<Tensor> floating;
+  for (const Tensor& input : inputs) {
+    if (is_floating(input.dtype())) {
+      tape.watch(input);
+      floating.push_back(input);
+    }
+  }
+  const Outputs outputs = instance.run(inputs);
+  if (gradients && !floating.empty()) {
+    // A fixed pseudo-random weighting of each floating output, the same on every device.
+    std::vector<Tensor> weights;
+    for (std::size_t o = 0; o < outputs.size(); ++o) {
+      if (!is_floating(outputs[o].dtype())) {
+        weights.emplace_back();
+        continue;
+      }
+      std::vector<float> values(static_cast<std::size_t>(outputs[o].numel()));
+      for (std::size_t i = 0; i < values.size(); ++i)
+        values[i] = uniform_from_bits(philox_word(7, o, i)) - 0.5f;
+      weights.push_back(Tensor::from_vector(values, outputs[o].shape(), device));
+    }
+    const Tensor loss = testing::weighted_sum(outputs, weights);
+    for (const Tensor& gradient : tape.gradient(loss, floating, {}, /*unconnected_zero=*/true)) {
+      result.gradients.push_back(cast(gradient, DType::f32).to(Device::cpu()));
+    }
+  }
+  for (const Tensor& output : outputs) {
+    const Tensor host = output.to(Device::cpu());
+    result.outputs.push_back(is_floating(host.dtype()) ? cast(host, DType::f32) : host);
+  }
+  return result;
+}
+
+// max |actual - expected| / max(1, max |expected|); infinite for a shape or dtype mismatch and
+// NaN where either side has one.
+double tensor_error(const Tensor& actual, const Tensor& expected) {
+  if (actual.shape() != expected.shape() || actual.dtype() != expected.dtype()) return INFINITY;
+  const std::vector<double> a = actual.to_vector<double>();
+  const std::vector<double> b = expected.to_vector<double>();
+  double largest = 1.0;
+  double error = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    largest = std::max(largest, std::abs(b[i]));
+    const double difference = std::abs(a[i] - b[i]);
+    if (std::isnan(difference)) return NAN;
+    error = std::max(error, difference);
+  }
+  return error / largest;
+}
+
+double largest_error(const std::vector<Tensor>& actual, const std::vector<Tensor>& expected) {
+  if (actual.size() != expected.size()) return INFINITY;
+  double error = 0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double e = tensor_error(actual[i], expected[i]);
+    if (!(e <= error)) error = e;  // keeps NaN
+  }
+  return error;
+}
+
+// The precisions `device` is compared in for `dtype`: none for the CPU in f32 (the reference),
+// f32 with TF32 off and, for cases that use it, on for a GPU.
+std::vector<Precision> precisions(Device device, DType dtype, bool uses_tf32) {
+  if (dtype != DType::f32) return {{dtype, false}};
+  if (device.type == DeviceType::cpu) return {};
+  if (device.type == DeviceType::cuda && uses_tf32) return {{dtype, false}, {dtype, true}};
+  return {{dtype, false}};
+}
+
+// Sets TF32 for the GPU's f32 matmuls and convolutions while it lives, then restores it.
+class Tf32Scope {
+ public:
+  explicit Tf32Scope(bool enabled) : previous_(cuda::tf32_enabled()) {
+    cuda::set_tf32_enabled(enabled);
+  }
+  ~Tf32Scope() { cuda::set_tf32_enabled(previous_); }
+
+ private:
+  bool previous_;
+};
+
+void run_backends(const OpCase& c, const Options& options, Report& report) {
+  InputMaker maker(DType::f32, options.size.value_or(Size::medium));
+  const Instance instance = c.make(maker);
+  for (Device device : harness_devices()) {
+    if (!wants(options, device)) continue;
+    for (DType dtype : c.dtypes) {
+      if (!wants(options, dtype)) continue;
+      for (const Precision& precision : precisions(device, dtype, c.uses_tf32)) {
+        const std::string where = device.str() + " in " + precision.str();
+        if (std::string missing = missing_kernel(c, instance, device, dtype); !missing.empty()) {
+          report.skips.push_back(std::move(missing));
+          continue;
+        }
+        Comparison comparison{c.label(), device.str(), precision};
+        comparison.tolerance = tolerance_for(precision);
+        const Tf32Scope tf32(precision.tf32);
+        const Evaluation expected =
+            evaluate(instance, c.compare_gradients, Device::cpu(), dtype, true);
+        const Evaluation actual = evaluate(instance, c.compare_gradients, device, dtype, false);
+        comparison.output_error = largest_error(actual.outputs, expected.outputs);
+        comparison.gradient_error = largest_error(actual.gradients, expected.gradients);
+        comparison.passed = comparison.output_error <= comparison.tolerance.outputs &&
+                            comparison.gradient_error <= comparison.tolerance.gradients;
+        if (!comparison.passed) {
+          std::ostringstream message;
+          message << c.label() << " on " << where << " vs the cpu in f32, inputs "
+                  << shapes_of(instance.inputs) << ": output error " << comparison.output_error
+                  << " (tolerance " << comparison.tolerance.outputs << "), gradient error "
+                  << comparison.gradient_error << " (tolerance " << comparison.tolerance.gradients
+                  << ")" << seed_note();
+          report.failures.push_back(message.str());
+        }
+        report.comparisons.push_back(comparison);
+      }
+    }
+  }
+}
+
+// ---- perf ----
+
+class CostCounter final : public OpObserver {
+ public:
+  void after_op(OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+                const Attrs& attrs) override {
+    const std::vector<TensorMeta> in = metas_of(inputs);
+    const std::vector<TensorMeta> out = metas_of(outputs);
+    const OpCost cost = op_cost(kind, in, out, attrs);
+    total.flops += cost.flops;
+    total.bytes += cost.bytes;
+    ++ops;
+  }
+  OpCost total;
+  int ops = 0;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void run_perf(const OpCase& c, const Options& options, Report& report) {
+  InputMaker maker(DType::f32, options.size.value_or(Size::large));
+  const Instance instance = c.make(maker);
+  for (Device device : harness_devices()) {
+    if (!wants(options, device)) continue;
+    Backend& backend = backend_for(device);
+    for (DType dtype : c.dtypes) {
+      if (!wants(options, dtype)) continue;
+      if (std::string missing = missing_kernel(c, instance, device, dtype); !missing.empty()) {
+        report.skips.push_back(std::move(missing));
+        continue;
+      }
+      Inputs inputs;
+      for (const Tensor& input : instance.inputs)
+        inputs.push_back((is_floating(input.dtype()) ? cast(input, dtype) : input).to(device));
+      Timing timing{op_name(c.op), c.name, device.str(), dtype, shapes_of(inputs)};
+      auto call = [&] {
+        instance.run(inputs);
+        backend.synchronize();
+      };
+      call();  // warm-up: primitive creation, first-touch allocation
+      auto start = std::chrono::steady_clock::now();
+      call();
+      const double once = seconds_since(start);
+      // Samples of at least a millisecond, so the clock's resolution does not matter.
+      timing.calls_per_sample =
+          static_cast<int>(std::clamp(1e-3 / std::max(once, 1e-9), 1.0, 1000.0));
+      std::vector<double> samples;
+      for (int r = 0; r < std::max(1, options.repeats); ++r) {
+        start = std::chrono::steady_clock::now();
+        for (int i = 0; i < timing.calls_per_sample; ++i)
+          instance.run(inputs);
+        backend.synchronize();
+        samples.push_back(seconds_since(start) / timing.calls_per_sample);
+      }
+      std::sort(samples.begin(), samples.end());
+      timing.median_s = samples[samples.size() / 2];
+      timing.min_s = samples.front();
+      timing.max_s = samples.back();
+      timing.cost = cost_of_call(instance.run, inputs, &timing.ops);
+      report.timings.push_back(timing);
+    }
+  }
+}
+
+std::uint64_t label_hash(const std::string& text) {
+  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char ch : text) {
+    hash ^= ch;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+}  // namespace
+
+const std::vector<ModeDef>& modes() {
+  static const std::vector<ModeDef> table{
+      {Mode::grad, "grad", "gradients against central finite differences in float64", Size::small,
+       grad_applies, run_grad},
+      {Mode::backends, "backends",
+       "every backend against the CPU f32 reference in f32, bf16 and f16", Size::medium, always,
+       run_backends},
+      {Mode::perf, "perf", "time per call, GFLOP/s and GB/s of the op table's cost model",
+       Size::large, always, run_perf},
+  };
+  return table;
+}
+
+const ModeDef& mode_def(Mode mode) {
+  for (const ModeDef& def : modes()) {
+    if (def.mode == mode) return def;
+  }
+  throw Error("op harness: mode #" + std::to_string(static_cast<int>(mode)) + " has no entry");
+}
+
+Mode parse_mode(const std::string& name) {
+  std::string names;
+  for (const ModeDef& def : modes()) {
+    if (name == def.name) return def.mode;
+    names += (names.empty() ? "" : ", ") + std::string(def.name);
+  }
+  throw InvalidArgument("unknown op harness mode '" + name + "' (" + names + ")");
+}
+
+void run_case(Mode mode, const OpCase& c, const Options& options, Report& report) {
+  const ModeDef& def = mode_def(mode);
+  if (!def.applies(c)) return;
+  testing::test_rng().seed(testing::test_seed() ^ label_hash(std::string(def.name) + c.label()));
+  ++report.cases;
+  try {
+    def.run(c, options, report);
+  } catch (const std::exception& error) {
+    report.failures.push_back(c.label() + " " + def.name + ": threw " + error.what() + seed_note());
+  }
+}
+
+Report run_mode(Mode mode, const Options& options) {
+  Report report;
+  for (const OpCase& c : op_cases()) {
+    if (!options.op.empty() && options.op != op_name(c.op)) continue;
+    if (!options.case_name.empty() && options.case_name != c.name) continue;
+    run_case(mode, c, options, report);
+  }
+  return report;
+}
+
+namespace {
+
+// The ops of the table that `needs_case` selects and no case `covers`.
+template <typename NeedsCase, typename Covers>
+std::vector<OpKind> uncovered_ops(const std::vector<OpCase>& cases, NeedsCase needs_case,
+                                  Covers covers) {
+  std::vector<OpKind> missing;
+  for (int i = 0; i < kNumOps; ++i) {
+    const auto kind = static_cast<OpKind>(i);
+    if (!needs_case(kind)) continue;
+    if (std::none_of(cases.begin(), cases.end(),
+                     [&](const OpCase& c) { return c.op == kind && covers(c); }))
+      missing.push_back(kind);
+  }
+  return missing;
+}
+
+}  // namespace
+
+std::vector<OpKind> ops_without_cases(const std::vector<OpCase>& cases) {
+  return uncovered_ops(
+      cases, [](OpKind) { return true; }, always);
+}
+
+std::vector<OpKind> differentiable_ops_without_grad_cases(const std::vector<OpCase>& cases) {
+  return uncovered_ops(
+      cases, [](OpKind kind) { return op_is_defined(kind) && op_def(kind).gradient != nullptr; },
+      grad_applies);
+}
+
+std::vector<OpKind> ops_in_mode(Mode mode) {
+  const ModeDef& def = mode_def(mode);
+  std::vector<OpKind> ops;
+  for (const OpCase& c : op_cases()) {
+    if (def.applies(c) && (ops.empty() || ops.back() != c.op)) ops.push_back(c.op);
+  }
+  return ops;
+}
+
+std::vector<const OpCase*> cases_of(OpKind op) {
+  std::vector<const OpCase*> cases;
+  for (const OpCase& c : op_cases()) {
+    if (c.op == op) cases.push_back(&c);
+  }
+  return cases;
+}
+
+OpCost cost_of_call(const Run& run, const Inputs& inputs, int* ops) {
+  CostCounter counter;
+  {
+    const ObserverScope scope(counter);
+    run(inputs);
+  }
+  if (ops != nullptr) *ops = counter.ops;
+  return counter.total;
+}
+
+namespace {
+
+std::string formatted(const char* format, double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, format, value);
+  return text;
+}
+
+std::string format_time(double seconds) {
+  if (seconds >= 1e-1) return formatted("%.0f ms", seconds * 1e3);
+  if (seconds >= 1e-3) return formatted("%.2f ms", seconds * 1e3);
+  return formatted("%.1f us", seconds * 1e6);
+}
+
+std::string format_rate(double per_second) {
+  return formatted(per_second >= 100 ? "%.0f" : "%.1f", per_second);
+}
+
+std::string format_error(double error) {
+  return formatted("%.2g", error);
+}
+
+void print_table(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (std::size_t i = 0; i < row.size(); ++i)
+      widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    out << "|";
+    for (std::size_t i = 0; i < rows[r].size(); ++i)
+      out << " " << std::left << std::setw(static_cast<int>(widths[i])) << rows[r][i] << " |";
+    out << "\n";
+    if (r == 0) {
+      out << "|";
+      for (std::size_t width : widths)
+        out << std::string(width + 2, '-') << "|";
+      out << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+void print_report(Mode mode, const Report& report, std::ostream& out) {
+  if (mode == Mode::backends && !report.comparisons.empty()) {
+    std::vector<std::vector<std::string>> rows{
+        {"case", "device", "precision", "output error", "gradient error", "tolerance", ""}};
+    std::map<std::string, std::pair<double, double>> worst;  // per device and precision
+    for (const Comparison& c : report.comparisons) {
+      rows.push_back(
+          {c.label, c.device, c.precision.str(), format_error(c.output_error),
+           format_error(c.gradient_error),
+           format_error(c.tolerance.outputs) + " / " + format_error(c.tolerance.gradients),
+           c.passed ? "ok" : "FAIL"});
+      auto& [outputs, gradients] = worst[c.device + " " + c.precision.str()];
+      outputs = std::max(outputs, c.output_error);
+      gradients = std::max(gradients, c.gradient_error);
+    }
+    print_table(rows, out);
+    out << "\nlargest errors:";
+    for (const auto& [where, errors] : worst)
+      out << "  " << where << " outputs " << format_error(errors.first) << ", gradients "
+          << format_error(errors.second) << ";";
+    out << "\n";
+  }
+  if (mode == Mode::perf && !report.timings.empty()) {
+    std::vector<std::vector<std::string>> rows{{"op", "case", "device", "dtype", "time/call",
+                                                "spread", "GFLOP/s", "GB/s", "ops", "inputs"}};
+    for (const Timing& t : report.timings) {
+      rows.push_back({t.op, t.name, t.device, dtype_name(t.dtype), format_time(t.median_s),
+                      format_time(t.min_s) + " - " + format_time(t.max_s),
+                      format_rate(t.cost.flops / t.median_s / 1e9),
+                      format_rate(t.cost.bytes / t.median_s / 1e9), std::to_string(t.ops),
+                      t.inputs});
+    }
+    print_table(rows, out);
+  }
+  for (const std::string& skip : report.skips)
+    out << "skipped: " << skip << "\n";
+  for (const std::string& failure : report.failures)
+    out << "FAILED: " << failure << "\n";
+  out << mode_def(mode).name << ": " << report.cases << " cases, " << report.failures.size()
+      << " failures, " << report.skips.size() << " skipped (device, dtype) pairs\n";
+}
+
+}  // namespace tandem::harness
