@@ -3,6 +3,7 @@
 // extents, SAME padding) lives in ops/window.h, shared with pooling and the kernels.
 #include <string>
 
+#include "ops/op_attrs.h"
 #include "ops/window.h"
 
 namespace tandem {
@@ -26,7 +27,8 @@ void require_output_gradient(const char* op, const TensorMeta& dy, const Window2
 std::vector<TensorMeta> infer_conv2d(const char* op, std::span<const TensorMeta> in,
                                      const Attrs& attrs) {
   require_conv_dtypes(op, in);
-  const Window2D geometry = conv_window(op, in[0].shape, in[1].shape, conv_options(attrs));
+  const Window2D geometry =
+      conv_window(op, in[0].shape, in[1].shape, read_attrs<Conv2DOptions>(attrs));
   if (in.size() == 3 && in[2].shape != Shape{geometry.out_c}) {
     throw InvalidArgument(std::string(op) + ": the bias must have shape " +
                           shape_str({geometry.out_c}) + " to match the filter " +
@@ -39,8 +41,9 @@ std::vector<TensorMeta> infer_conv2d(const char* op, std::span<const TensorMeta>
 std::vector<TensorMeta> infer_conv2d_backward_input(const char* op, std::span<const TensorMeta> in,
                                                     const Attrs& attrs) {
   require_conv_dtypes(op, in);
-  const Shape input_shape = attrs.get_ints("input_shape");
-  const Window2D geometry = conv_window(op, input_shape, in[1].shape, conv_options(attrs));
+  const Shape input_shape = op_attrs<OpKind::conv2d_backward_input>(attrs).input_shape;
+  const Window2D geometry =
+      conv_window(op, input_shape, in[1].shape, read_attrs<Conv2DOptions>(attrs));
   require_output_gradient(op, in[0], geometry);
   return {{input_shape, in[0].dtype}};
 }
@@ -49,11 +52,12 @@ std::vector<TensorMeta> infer_conv2d_backward_input(const char* op, std::span<co
 std::vector<TensorMeta> infer_conv2d_backward_filter(const char* op, std::span<const TensorMeta> in,
                                                      const Attrs& attrs) {
   require_conv_dtypes(op, in);
-  const Shape filter_shape = attrs.get_ints("filter_shape");
-  const Window2D geometry = conv_window(op, in[0].shape, filter_shape, conv_options(attrs));
+  const Conv2DBackwardFilterAttrs options = op_attrs<OpKind::conv2d_backward_filter>(attrs);
+  const Shape& filter_shape = options.filter_shape;
+  const Window2D geometry = conv_window(op, in[0].shape, filter_shape, options);
   require_output_gradient(op, in[1], geometry);
   std::vector<TensorMeta> out{{filter_shape, in[0].dtype}};
-  if (attrs.get_bool("with_bias")) out.push_back({{geometry.out_c}, in[0].dtype});
+  if (options.with_bias) out.push_back({{geometry.out_c}, in[0].dtype});
   return out;
 }
 
@@ -70,29 +74,30 @@ OpCost conv_cost(const Window2D& geometry, bool with_bias, std::span<const Tenso
 
 OpCost cost_conv2d(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
                    const Attrs& attrs) {
-  return conv_cost(conv_window("conv2d", in[0].shape, in[1].shape, conv_options(attrs)),
-                   in.size() == 3, in, out);
+  return conv_cost(
+      conv_window("conv2d", in[0].shape, in[1].shape, read_attrs<Conv2DOptions>(attrs)),
+      in.size() == 3, in, out);
 }
 
 OpCost cost_conv2d_backward_input(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
                                   const Attrs& attrs) {
-  return conv_cost(
-      conv_window("conv2d_backward_input", out[0].shape, in[1].shape, conv_options(attrs)), false,
-      in, out);
+  return conv_cost(conv_window("conv2d_backward_input", out[0].shape, in[1].shape,
+                               read_attrs<Conv2DOptions>(attrs)),
+                   false, in, out);
 }
 
 OpCost cost_conv2d_backward_filter(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
                                    const Attrs& attrs) {
-  return conv_cost(
-      conv_window("conv2d_backward_filter", in[0].shape, out[0].shape, conv_options(attrs)),
-      out.size() == 2, in, out);
+  return conv_cost(conv_window("conv2d_backward_filter", in[0].shape, out[0].shape,
+                               read_attrs<Conv2DOptions>(attrs)),
+                   out.size() == 2, in, out);
 }
 
 // ---- gradient rule ----
 // d x = conv2d_backward_input(dy, filter); d filter (and d bias) = conv2d_backward_filter(x, dy).
 std::vector<Tensor> grad_conv2d(const GradContext& c) {
   const Tensor& dy = c.output_grads[0];
-  const Conv2DOptions options = conv_options(c.attrs);
+  const Conv2DOptions options = read_attrs<Conv2DOptions>(c.attrs);
   const bool with_bias = c.inputs.size() == 3;
   std::vector<Tensor> grads(c.inputs.size());
   // The first layer's input is the images: nobody wants their gradient, and for one input
@@ -122,28 +127,25 @@ std::vector<OpDef> define_conv_ops() {
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& filter, const Conv2DOptions& options) {
-  return call_op(OpKind::conv2d, {x, filter}, conv_attrs(options))[0];
+  return call_op(OpKind::conv2d, {x, filter}, make_op_attrs<OpKind::conv2d>(options))[0];
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& filter, const Tensor& bias,
               const Conv2DOptions& options) {
-  return call_op(OpKind::conv2d, {x, filter, bias}, conv_attrs(options))[0];
+  return call_op(OpKind::conv2d, {x, filter, bias}, make_op_attrs<OpKind::conv2d>(options))[0];
 }
 
 Tensor conv2d_backward_input(const Tensor& dy, const Tensor& filter, const Shape& input_shape,
                              const Conv2DOptions& options) {
-  Attrs attrs = conv_attrs(options);
-  attrs.set("input_shape", input_shape);
-  return call_op(OpKind::conv2d_backward_input, {dy, filter}, attrs)[0];
+  return call_op(OpKind::conv2d_backward_input, {dy, filter},
+                 make_op_attrs<OpKind::conv2d_backward_input>({options, input_shape}))[0];
 }
 
 std::vector<Tensor> conv2d_backward_filter(const Tensor& x, const Tensor& dy,
                                            const Shape& filter_shape, bool with_bias,
                                            const Conv2DOptions& options) {
-  Attrs attrs = conv_attrs(options);
-  attrs.set("filter_shape", filter_shape);
-  attrs.set("with_bias", with_bias);
-  return call_op(OpKind::conv2d_backward_filter, {x, dy}, attrs);
+  return call_op(OpKind::conv2d_backward_filter, {x, dy},
+                 make_op_attrs<OpKind::conv2d_backward_filter>({options, filter_shape, with_bias}));
 }
 
 }  // namespace tandem

@@ -4,6 +4,7 @@
 // draw is reproducible on any device and independent of the thread count.
 #include <string>
 
+#include "ops/op_attrs.h"
 #include "ops/op_table.h"
 
 namespace tandem {
@@ -20,7 +21,7 @@ void require_rate(const char* op, double rate) {
 std::vector<TensorMeta> infer_dropout(const char* op, std::span<const TensorMeta> in,
                                       const Attrs& attrs) {
   require_floating(op, in[0]);
-  require_rate(op, attrs.get_float("rate"));
+  require_rate(op, op_attrs<OpKind::dropout>(attrs).rate);
   return {in[0], in[0]};
 }
 
@@ -48,10 +49,10 @@ DropoutResult dropout(const Tensor& x, double rate, Generator& generator) {
   const std::uint64_t seed = generator.seed();
   const std::int64_t count = x.defined() ? x.numel() : 0;  // call_op rejects undefined x
   const std::uint64_t offset = generator.reserve(static_cast<std::uint64_t>(count));
-  std::vector<Tensor> outputs = call_op(OpKind::dropout, {x},
-                                        {{"rate", rate},
-                                         {"seed", static_cast<std::int64_t>(seed)},
-                                         {"offset", static_cast<std::int64_t>(offset)}});
+  std::vector<Tensor> outputs =
+      call_op(OpKind::dropout, {x},
+              make_op_attrs<OpKind::dropout>(
+                  {rate, static_cast<std::int64_t>(seed), static_cast<std::int64_t>(offset)}));
   return {std::move(outputs[0]), std::move(outputs[1])};
 }
 

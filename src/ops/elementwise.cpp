@@ -3,6 +3,7 @@
 // rules side by side.
 #include <cmath>
 
+#include "ops/op_attrs.h"
 #include "ops/op_table.h"
 
 namespace tandem {
@@ -94,7 +95,8 @@ std::vector<Tensor> grad_relu(const GradContext& c) {
   return {relu_backward(c.output_grads[0], c.inputs[0])};
 }
 std::vector<Tensor> grad_gelu(const GradContext& c) {
-  return {gelu_backward(c.output_grads[0], c.inputs[0], c.attrs.get_bool("approximate", false))};
+  return {
+      gelu_backward(c.output_grads[0], c.inputs[0], op_attrs<OpKind::gelu>(c.attrs).approximate)};
 }
 std::vector<Tensor> grad_sigmoid(const GradContext& c) {
   return {sigmoid_backward(c.output_grads[0], c.outputs[0])};
@@ -244,7 +246,7 @@ Tensor relu(const Tensor& x) {
   return unary(OpKind::relu, x);
 }
 Tensor gelu(const Tensor& x, bool approximate) {
-  return unary(OpKind::gelu, x, {{"approximate", approximate}});
+  return unary(OpKind::gelu, x, make_op_attrs<OpKind::gelu>({approximate}));
 }
 Tensor sigmoid(const Tensor& x) {
   return unary(OpKind::sigmoid, x);
@@ -256,7 +258,8 @@ Tensor relu_backward(const Tensor& dy, const Tensor& x) {
   return first(call_op(OpKind::relu_backward, {dy, x}));
 }
 Tensor gelu_backward(const Tensor& dy, const Tensor& x, bool approximate) {
-  return first(call_op(OpKind::gelu_backward, {dy, x}, {{"approximate", approximate}}));
+  return first(
+      call_op(OpKind::gelu_backward, {dy, x}, make_op_attrs<OpKind::gelu_backward>({approximate})));
 }
 Tensor sigmoid_backward(const Tensor& dy, const Tensor& y) {
   return first(call_op(OpKind::sigmoid_backward, {dy, y}));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/op_attrs.h"
 #include "ops/op_table.h"
 
 namespace tandem {
@@ -47,7 +48,7 @@ std::vector<TensorMeta> infer_scatter_add(const char* op, std::span<const Tensor
     throw InvalidArgument(std::string(op) + ": cannot add bool updates of shape " +
                           shape_str(updates.shape) + "; cast them to a number type");
   }
-  const std::int64_t rows = attrs.get_int("rows");
+  const std::int64_t rows = op_attrs<OpKind::scatter_add>(attrs).rows;
   if (rows < 0) {
     throw InvalidArgument(std::string(op) + ": rows must be >= 0, got " + std::to_string(rows));
   }
@@ -101,7 +102,8 @@ Tensor gather(const Tensor& params, const Tensor& indices) {
 }
 
 Tensor scatter_add(const Tensor& updates, const Tensor& indices, std::int64_t rows) {
-  return call_op(OpKind::scatter_add, {updates, indices}, {{"rows", rows}})[0];
+  return call_op(OpKind::scatter_add, {updates, indices},
+                 make_op_attrs<OpKind::scatter_add>({rows}))[0];
 }
 
 }  // namespace tandem

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/backend.h"
+#include "ops/op_attrs.h"
 #include "tandem/tensor.h"
 
 namespace tandem {
@@ -58,8 +59,8 @@ inline MatmulShape matmul_shape(const KernelContext& c) {
   const Tensor& a = c.inputs[0];  // (..., M, K) or (..., K, M)
   const Tensor& b = c.inputs[1];  // (..., K, N) or (..., N, K), or 2-D
   MatmulShape s;
-  s.transpose_a = c.attrs.get_bool("transpose_a");
-  s.transpose_b = c.attrs.get_bool("transpose_b");
+  s.transpose_a = op_attrs<OpKind::matmul>(c.attrs).transpose_a;
+  s.transpose_b = op_attrs<OpKind::matmul>(c.attrs).transpose_b;
   s.m = s.transpose_a ? a.dim(-1) : a.dim(-2);
   s.k = s.transpose_a ? a.dim(-2) : a.dim(-1);
   s.n = s.transpose_b ? b.dim(-2) : b.dim(-1);

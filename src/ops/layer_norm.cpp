@@ -7,6 +7,7 @@
 // mixed-precision layer keeps its parameters in f32 as Keras does.
 #include <string>
 
+#include "ops/op_attrs.h"
 #include "ops/op_table.h"
 
 namespace tandem {
@@ -39,9 +40,9 @@ void require_parameters(const char* op, const TensorMeta& x, const TensorMeta& g
 }
 
 void require_epsilon(const char* op, const Attrs& attrs) {
-  if (!(attrs.get_float("epsilon") > 0.0)) {
+  if (!(op_attrs<OpKind::layer_norm>(attrs).epsilon > 0.0)) {
     throw InvalidArgument(std::string(op) + ": epsilon must be > 0, got " +
-                          std::to_string(attrs.get_float("epsilon")));
+                          std::to_string(op_attrs<OpKind::layer_norm>(attrs).epsilon));
   }
 }
 
@@ -143,7 +144,7 @@ std::vector<OpDef> define_layer_norm_ops() {
 LayerNormResult layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                            double epsilon) {
   std::vector<Tensor> outputs =
-      call_op(OpKind::layer_norm, {x, gamma, beta}, {{"epsilon", epsilon}});
+      call_op(OpKind::layer_norm, {x, gamma, beta}, make_op_attrs<OpKind::layer_norm>({epsilon}));
   return {std::move(outputs[0]), std::move(outputs[1]), std::move(outputs[2])};
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ops/op_attrs.h"
 #include "ops/op_table.h"
 
 namespace tandem {
@@ -10,7 +11,7 @@ namespace {
 
 std::vector<TensorMeta> infer_reshape(const char* op, std::span<const TensorMeta> in,
                                       const Attrs& attrs) {
-  const Shape& shape = attrs.get_ints("shape");
+  const Shape shape = op_attrs<OpKind::reshape>(attrs).shape;
   if (shape_numel(shape) != shape_numel(in[0].shape)) {
     throw InvalidArgument(std::string(op) + ": cannot reshape " + shape_str(in[0].shape) + " (" +
                           std::to_string(shape_numel(in[0].shape)) + " elements) to " +
@@ -22,7 +23,7 @@ std::vector<TensorMeta> infer_reshape(const char* op, std::span<const TensorMeta
 
 std::vector<TensorMeta> infer_transpose(const char* op, std::span<const TensorMeta> in,
                                         const Attrs& attrs) {
-  const std::vector<std::int64_t>& permutation = attrs.get_ints("perm");
+  const std::vector<std::int64_t> permutation = op_attrs<OpKind::transpose>(attrs).perm;
   const Shape& shape = in[0].shape;
   std::vector<std::int64_t> sorted = permutation;
   std::sort(sorted.begin(), sorted.end());
@@ -43,7 +44,7 @@ std::vector<TensorMeta> infer_transpose(const char* op, std::span<const TensorMe
 std::vector<TensorMeta> infer_concat(const char* op, std::span<const TensorMeta> in,
                                      const Attrs& attrs) {
   require_same_dtype(op, in);
-  const std::int64_t axis = normalize_axis(op, attrs.get_int("axis"), in[0].shape);
+  const std::int64_t axis = normalize_axis(op, op_attrs<OpKind::concat>(attrs).axis, in[0].shape);
   Shape result = in[0].shape;
   for (std::size_t k = 1; k < in.size(); ++k) {
     const Shape& shape = in[k].shape;
@@ -63,8 +64,8 @@ std::vector<TensorMeta> infer_concat(const char* op, std::span<const TensorMeta>
 
 std::vector<TensorMeta> infer_slice(const char* op, std::span<const TensorMeta> in,
                                     const Attrs& attrs) {
-  const std::vector<std::int64_t>& begin = attrs.get_ints("begin");
-  const std::vector<std::int64_t>& size = attrs.get_ints("size");
+  const std::vector<std::int64_t> begin = op_attrs<OpKind::slice>(attrs).begin;
+  const std::vector<std::int64_t> size = op_attrs<OpKind::slice>(attrs).size;
   const Shape& shape = in[0].shape;
   if (begin.size() != shape.size() || size.size() != shape.size()) {
     throw InvalidArgument(std::string(op) + ": begin " + shape_str(begin) + " and size " +
@@ -83,7 +84,7 @@ std::vector<TensorMeta> infer_slice(const char* op, std::span<const TensorMeta> 
 
 std::vector<TensorMeta> infer_pad(const char* op, std::span<const TensorMeta> in,
                                   const Attrs& attrs) {
-  const std::vector<std::int64_t>& paddings = attrs.get_ints("paddings");
+  const std::vector<std::int64_t> paddings = op_attrs<OpKind::pad>(attrs).paddings;
   const Shape& shape = in[0].shape;
   if (paddings.size() != 2 * shape.size()) {
     throw InvalidArgument(std::string(op) + ": needs {before, after} for each of the " +
@@ -102,7 +103,7 @@ std::vector<TensorMeta> infer_pad(const char* op, std::span<const TensorMeta> in
 
 std::vector<TensorMeta> infer_cast(const char*, std::span<const TensorMeta> in,
                                    const Attrs& attrs) {
-  return {{in[0].shape, attrs.get_dtype("dtype")}};
+  return {{in[0].shape, op_attrs<OpKind::cast>(attrs).dtype}};
 }
 
 OpCost copy_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
@@ -118,7 +119,7 @@ std::vector<Tensor> grad_reshape(const GradContext& c) {
 }
 
 std::vector<Tensor> grad_transpose(const GradContext& c) {
-  const std::vector<std::int64_t>& permutation = c.attrs.get_ints("perm");
+  const std::vector<std::int64_t> permutation = op_attrs<OpKind::transpose>(c.attrs).perm;
   std::vector<std::int64_t> inverse(permutation.size());
   for (std::size_t i = 0; i < permutation.size(); ++i) {
     inverse[static_cast<std::size_t>(permutation[i])] = static_cast<std::int64_t>(i);
@@ -128,7 +129,7 @@ std::vector<Tensor> grad_transpose(const GradContext& c) {
 
 std::vector<Tensor> grad_concat(const GradContext& c) {
   const Tensor& dy = c.output_grads[0];
-  const auto axis = static_cast<std::size_t>(c.attrs.get_int("axis"));
+  const auto axis = static_cast<std::size_t>(op_attrs<OpKind::concat>(c.attrs).axis);
   std::vector<std::int64_t> begin(dy.shape().size(), 0);
   std::vector<Tensor> grads;
   for (const Tensor& input : c.inputs) {
@@ -139,7 +140,7 @@ std::vector<Tensor> grad_concat(const GradContext& c) {
 }
 
 std::vector<Tensor> grad_slice(const GradContext& c) {
-  const std::vector<std::int64_t>& begin = c.attrs.get_ints("begin");
+  const std::vector<std::int64_t> begin = op_attrs<OpKind::slice>(c.attrs).begin;
   const Shape& input_shape = c.inputs[0].shape();
   const Shape& size = c.outputs[0].shape();
   std::vector<std::array<std::int64_t, 2>> paddings;
@@ -150,7 +151,7 @@ std::vector<Tensor> grad_slice(const GradContext& c) {
 }
 
 std::vector<Tensor> grad_pad(const GradContext& c) {
-  const std::vector<std::int64_t>& paddings = c.attrs.get_ints("paddings");
+  const std::vector<std::int64_t> paddings = op_attrs<OpKind::pad>(c.attrs).paddings;
   std::vector<std::int64_t> begin;
   for (std::size_t i = 0; i < c.inputs[0].shape().size(); ++i)
     begin.push_back(paddings[2 * i]);
@@ -200,19 +201,20 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
     resolved[static_cast<std::size_t>(inferred_axis)] = x.numel() / known;
   }
   if (resolved == x.shape()) return x;
-  return call_op(OpKind::reshape, {x}, {{"shape", resolved}})[0];
+  return call_op(OpKind::reshape, {x}, make_op_attrs<OpKind::reshape>({resolved}))[0];
 }
 
 Tensor transpose(const Tensor& x, const std::vector<std::int64_t>& permutation) {
   std::vector<std::int64_t> resolved;
   for (std::int64_t axis : permutation)
     resolved.push_back(normalize_axis("transpose", axis, x.shape()));
-  return call_op(OpKind::transpose, {x}, {{"perm", resolved}})[0];
+  return call_op(OpKind::transpose, {x}, make_op_attrs<OpKind::transpose>({resolved}))[0];
 }
 
 Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis) {
   if (xs.empty()) throw InvalidArgument("concat: needs at least one tensor");
-  return call_op(OpKind::concat, xs, {{"axis", normalize_axis("concat", axis, xs[0].shape())}})[0];
+  return call_op(OpKind::concat, xs,
+                 make_op_attrs<OpKind::concat>({normalize_axis("concat", axis, xs[0].shape())}))[0];
 }
 
 Tensor slice(const Tensor& x, const std::vector<std::int64_t>& begin,
@@ -221,7 +223,7 @@ Tensor slice(const Tensor& x, const std::vector<std::int64_t>& begin,
   for (std::size_t i = 0; i < resolved.size() && i < begin.size(); ++i) {
     if (resolved[i] == -1 && i < x.shape().size()) resolved[i] = x.shape()[i] - begin[i];
   }
-  return call_op(OpKind::slice, {x}, {{"begin", begin}, {"size", resolved}})[0];
+  return call_op(OpKind::slice, {x}, make_op_attrs<OpKind::slice>({begin, resolved}))[0];
 }
 
 Tensor pad(const Tensor& x, const std::vector<std::array<std::int64_t, 2>>& paddings,
@@ -231,12 +233,12 @@ Tensor pad(const Tensor& x, const std::vector<std::array<std::int64_t, 2>>& padd
     flat.push_back(before);
     flat.push_back(after);
   }
-  return call_op(OpKind::pad, {x}, {{"paddings", flat}, {"value", value}})[0];
+  return call_op(OpKind::pad, {x}, make_op_attrs<OpKind::pad>({flat, value}))[0];
 }
 
 Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
-  return call_op(OpKind::cast, {x}, {{"dtype", dtype}})[0];
+  return call_op(OpKind::cast, {x}, make_op_attrs<OpKind::cast>({dtype}))[0];
 }
 
 }  // namespace tandem

@@ -3,6 +3,7 @@
 #include <numeric>
 #include <string>
 
+#include "ops/op_attrs.h"
 #include "ops/op_table.h"
 
 namespace tandem {
@@ -29,8 +30,8 @@ std::vector<TensorMeta> infer_matmul(const char* op, std::span<const TensorMeta>
                                      const Attrs& attrs) {
   const TensorMeta& a = in[0];
   const TensorMeta& b = in[1];
-  const bool transpose_a = attrs.get_bool("transpose_a");
-  const bool transpose_b = attrs.get_bool("transpose_b");
+  const bool transpose_a = op_attrs<OpKind::matmul>(attrs).transpose_a;
+  const bool transpose_b = op_attrs<OpKind::matmul>(attrs).transpose_b;
   require_same_dtype(op, in);
   if (a.dtype == DType::boolean) {
     throw InvalidArgument(std::string(op) + ": bool operands " + shape_str(a.shape) + " and " +
@@ -73,7 +74,8 @@ std::vector<TensorMeta> infer_matmul(const char* op, std::span<const TensorMeta>
 // 2 * batch * M * N * K multiply-adds, plus one add per output element for the bias.
 OpCost matmul_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
                    const Attrs& attrs) {
-  const MatrixExtents a_matrix = matrix_extents(in[0].shape, attrs.get_bool("transpose_a"));
+  const MatrixExtents a_matrix =
+      matrix_extents(in[0].shape, op_attrs<OpKind::matmul>(attrs).transpose_a);
   const double outputs = static_cast<double>(shape_numel(out[0].shape));
   const double flops =
       2.0 * outputs * static_cast<double>(a_matrix.cols) + (in.size() == 3 ? outputs : 0.0);
@@ -123,8 +125,8 @@ std::vector<Tensor> grad_matmul(const GradContext& c) {
   const Tensor& dy = c.output_grads[0];  // (..., M, N)
   const Tensor& a = c.inputs[0];
   const Tensor& b = c.inputs[1];
-  const bool transpose_a = c.attrs.get_bool("transpose_a");
-  const bool transpose_b = c.attrs.get_bool("transpose_b");
+  const bool transpose_a = op_attrs<OpKind::matmul>(c.attrs).transpose_a;
+  const bool transpose_b = op_attrs<OpKind::matmul>(c.attrs).transpose_b;
   std::vector<Tensor> grads(c.inputs.size());
   if (c.needs_grad(0)) grads[0] = grad_a(dy, b, transpose_a, transpose_b);
   if (c.needs_grad(1)) grads[1] = grad_b_of_product(dy, a, b, transpose_a, transpose_b);
@@ -135,7 +137,7 @@ std::vector<Tensor> grad_matmul(const GradContext& c) {
 }
 
 Attrs matmul_attrs(bool transpose_a, bool transpose_b) {
-  return {{"transpose_a", transpose_a}, {"transpose_b", transpose_b}};
+  return make_op_attrs<OpKind::matmul>({transpose_a, transpose_b});
 }
 
 }  // namespace

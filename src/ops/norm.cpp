@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "ops/op_attrs.h"
 #include "ops/op_table.h"
 
 namespace tandem {
@@ -51,7 +52,7 @@ void require_parameters(const char* op, const TensorMeta& x, std::span<const Ten
 }
 
 void require_epsilon(const char* op, const Attrs& attrs) {
-  const double epsilon = attrs.get_float("epsilon");
+  const double epsilon = op_attrs<OpKind::batch_norm>(attrs).epsilon;
   if (!(epsilon > 0.0)) {
     throw InvalidArgument(std::string(op) + ": epsilon must be > 0, got " +
                           std::to_string(epsilon));
@@ -115,7 +116,7 @@ OpCost batch_norm_backward_cost(std::span<const TensorMeta> in, std::span<const 
 std::vector<Tensor> grad_batch_norm_training(const GradContext& c) {
   const Tensor& x = c.inputs[0];      // (..., C)
   const Tensor& mean = c.outputs[1];  // (C,)
-  const double epsilon = c.attrs.get_float("epsilon");
+  const double epsilon = op_attrs<OpKind::batch_norm>(c.attrs).epsilon;
   std::vector<Tensor> grads(3);
   if (c.output_grads[0].defined()) {
     grads =
@@ -142,7 +143,7 @@ std::vector<Tensor> grad_batch_norm_training(const GradContext& c) {
 std::vector<Tensor> grad_batch_norm_inference(const GradContext& c) {
   const Tensor& gamma = c.inputs[1];     // (C,)
   const Tensor& variance = c.inputs[4];  // (C,)
-  const double epsilon = c.attrs.get_float("epsilon");
+  const double epsilon = op_attrs<OpKind::batch_norm>(c.attrs).epsilon;
   std::vector<Tensor> grads = batch_norm_backward(c.output_grads[0], c.inputs[0], gamma,
                                                   c.inputs[3], variance, epsilon, false);
   const Tensor shifted_variance = variance + epsilon;  // (C,)
@@ -170,20 +171,21 @@ std::vector<OpDef> define_norm_ops() {
 BatchNormTrainingResult batch_norm_training(const Tensor& x, const Tensor& gamma,
                                             const Tensor& beta, double epsilon) {
   std::vector<Tensor> outputs =
-      call_op(OpKind::batch_norm, {x, gamma, beta}, {{"epsilon", epsilon}});
+      call_op(OpKind::batch_norm, {x, gamma, beta}, make_op_attrs<OpKind::batch_norm>({epsilon}));
   return {std::move(outputs[0]), std::move(outputs[1]), std::move(outputs[2])};
 }
 
 Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                             const Tensor& mean, const Tensor& variance, double epsilon) {
-  return call_op(OpKind::batch_norm, {x, gamma, beta, mean, variance}, {{"epsilon", epsilon}})[0];
+  return call_op(OpKind::batch_norm, {x, gamma, beta, mean, variance},
+                 make_op_attrs<OpKind::batch_norm>({epsilon}))[0];
 }
 
 std::vector<Tensor> batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                         const Tensor& mean, const Tensor& variance, double epsilon,
                                         bool training) {
   return call_op(OpKind::batch_norm_backward, {dy, x, gamma, mean, variance},
-                 {{"epsilon", epsilon}, {"training", training}});
+                 make_op_attrs<OpKind::batch_norm_backward>({epsilon, training}));
 }
 
 }  // namespace tandem

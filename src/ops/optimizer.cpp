@@ -20,6 +20,7 @@
 #include <string>
 #include <utility>
 
+#include "ops/op_attrs.h"
 #include "ops/op_table.h"
 
 namespace tandem {
@@ -59,9 +60,10 @@ std::vector<TensorMeta> infer_sgd_update(const char* op, std::span<const TensorM
                                          const Attrs& attrs) {
   static constexpr const char* kNames[] = {"param", "grad", "velocity"};
   require_matching(op, in, std::span(kNames, in.size()));
-  require_finite(op, "learning_rate", attrs.get_float("learning_rate"));
-  require_finite(op, "weight_decay", attrs.get_float("weight_decay"));
-  const double momentum = attrs.get_float("momentum");
+  const SgdOptions options = op_attrs<OpKind::sgd_update>(attrs);
+  require_finite(op, "learning_rate", options.learning_rate);
+  require_finite(op, "weight_decay", options.weight_decay);
+  const double momentum = options.momentum;
   require_in_range(op, "momentum", momentum, 0.0, 1.0, true);
   if (momentum > 0.0 && in.size() < 3) {
     throw InvalidArgument(std::string(op) + ": momentum " + std::to_string(momentum) +
@@ -76,16 +78,17 @@ std::vector<TensorMeta> infer_adam_update(const char* op, std::span<const Tensor
                                           const Attrs& attrs) {
   static constexpr const char* kNames[] = {"param", "grad", "m", "v"};
   require_matching(op, in, kNames);
-  require_finite(op, "learning_rate", attrs.get_float("learning_rate"));
-  require_finite(op, "weight_decay", attrs.get_float("weight_decay"));
-  require_in_range(op, "beta1", attrs.get_float("beta1"), 0.0, 1.0, false);
-  require_in_range(op, "beta2", attrs.get_float("beta2"), 0.0, 1.0, false);
-  const double epsilon = attrs.get_float("epsilon");
+  const AdamUpdateAttrs options = op_attrs<OpKind::adam_update>(attrs);
+  require_finite(op, "learning_rate", options.learning_rate);
+  require_finite(op, "weight_decay", options.weight_decay);
+  require_in_range(op, "beta1", options.beta1, 0.0, 1.0, false);
+  require_in_range(op, "beta2", options.beta2, 0.0, 1.0, false);
+  const double epsilon = options.epsilon;
   if (!(epsilon >= 0.0)) {
     throw InvalidArgument(std::string(op) + ": epsilon must be >= 0, got " +
                           std::to_string(epsilon));
   }
-  const std::int64_t step = attrs.get_int("step");
+  const std::int64_t step = options.step;
   if (step < 1) {
     throw InvalidArgument(std::string(op) + ": step must count from 1, got " +
                           std::to_string(step) + "; pass the number of updates made so far + 1");
@@ -109,10 +112,7 @@ std::vector<OpDef> define_optimizer_ops() {
 }
 
 void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdOptions& options) {
-  const Attrs attrs{{"learning_rate", options.learning_rate},
-                    {"momentum", options.momentum},
-                    {"nesterov", options.nesterov},
-                    {"weight_decay", options.weight_decay}};
+  const Attrs attrs = make_op_attrs<OpKind::sgd_update>(options);
   // Without momentum the velocity plays no part (and may be undefined).
   if (options.momentum != 0.0 && !velocity.defined()) {
     throw InvalidArgument("sgd_update: momentum " + std::to_string(options.momentum) +
@@ -129,12 +129,7 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdOp
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, std::int64_t step,
                  const AdamOptions& options) {
   call_op(OpKind::adam_update, {param, grad, m, v},
-          {{"learning_rate", options.learning_rate},
-           {"beta1", options.beta1},
-           {"beta2", options.beta2},
-           {"epsilon", options.epsilon},
-           {"weight_decay", options.weight_decay},
-           {"step", step}});
+          make_op_attrs<OpKind::adam_update>({options, step}));
 }
 
 }  // namespace tandem

@@ -3,6 +3,7 @@
 // lives in ops/window.h, shared with convolution and the kernels.
 #include <string>
 
+#include "ops/op_attrs.h"
 #include "ops/window.h"
 
 namespace tandem {
@@ -21,7 +22,8 @@ void require_pooled_gradient(const char* op, const TensorMeta& dy, const Window2
 std::vector<TensorMeta> infer_pool(const char* op, std::span<const TensorMeta> in,
                                    const Attrs& attrs) {
   require_floating(op, in[0]);
-  return {{pool_window(op, in[0].shape, pool_options(attrs)).output_shape(), in[0].dtype}};
+  return {
+      {pool_window(op, in[0].shape, read_attrs<Pool2DOptions>(attrs)).output_shape(), in[0].dtype}};
 }
 
 // inputs: dy (N, OH, OW, C), x (N, H, W, C)
@@ -29,7 +31,8 @@ std::vector<TensorMeta> infer_max_pool_backward(const char* op, std::span<const 
                                                 const Attrs& attrs) {
   require_same_dtype(op, in);
   require_floating(op, in[0]);
-  require_pooled_gradient(op, in[0], pool_window(op, in[1].shape, pool_options(attrs)));
+  require_pooled_gradient(op, in[0],
+                          pool_window(op, in[1].shape, read_attrs<Pool2DOptions>(attrs)));
   return {in[1]};
 }
 
@@ -37,8 +40,9 @@ std::vector<TensorMeta> infer_max_pool_backward(const char* op, std::span<const 
 std::vector<TensorMeta> infer_avg_pool_backward(const char* op, std::span<const TensorMeta> in,
                                                 const Attrs& attrs) {
   require_floating(op, in[0]);
-  const Shape input_shape = attrs.get_ints("input_shape");
-  require_pooled_gradient(op, in[0], pool_window(op, input_shape, pool_options(attrs)));
+  const Shape input_shape = op_attrs<OpKind::avg_pool2d_backward>(attrs).input_shape;
+  require_pooled_gradient(op, in[0],
+                          pool_window(op, input_shape, read_attrs<Pool2DOptions>(attrs)));
   return {{input_shape, in[0].dtype}};
 }
 
@@ -53,7 +57,7 @@ std::vector<TensorMeta> infer_global_avg_pool(const char* op, std::span<const Te
 // One comparison or addition per (output element, window cell), forward and backward alike.
 OpCost pool_cost(const Shape& x_shape, std::span<const TensorMeta> in,
                  std::span<const TensorMeta> out, const Attrs& attrs) {
-  const Window2D geometry = pool_window("pool", x_shape, pool_options(attrs));
+  const Window2D geometry = pool_window("pool", x_shape, read_attrs<Pool2DOptions>(attrs));
   return {geometry.window_visits() * static_cast<double>(geometry.out_c),
           bytes_of(in) + bytes_of(out)};
 }
@@ -76,11 +80,12 @@ OpCost cost_global_avg_pool(std::span<const TensorMeta> in, std::span<const Tens
 
 // ---- gradient rules ----
 std::vector<Tensor> grad_max_pool(const GradContext& c) {
-  return {max_pool2d_backward(c.output_grads[0], c.inputs[0], pool_options(c.attrs))};
+  return {max_pool2d_backward(c.output_grads[0], c.inputs[0], read_attrs<Pool2DOptions>(c.attrs))};
 }
 
 std::vector<Tensor> grad_avg_pool(const GradContext& c) {
-  return {avg_pool2d_backward(c.output_grads[0], c.inputs[0].shape(), pool_options(c.attrs))};
+  return {avg_pool2d_backward(c.output_grads[0], c.inputs[0].shape(),
+                              read_attrs<Pool2DOptions>(c.attrs))};
 }
 
 // Every input cell gets 1 / (H W) of its image's channel gradient.
@@ -106,22 +111,22 @@ std::vector<OpDef> define_pool_ops() {
 }
 
 Tensor max_pool2d(const Tensor& x, const Pool2DOptions& options) {
-  return call_op(OpKind::max_pool2d, {x}, pool_attrs(options))[0];
+  return call_op(OpKind::max_pool2d, {x}, make_op_attrs<OpKind::max_pool2d>(options))[0];
 }
 
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& x, const Pool2DOptions& options) {
-  return call_op(OpKind::max_pool2d_backward, {dy, x}, pool_attrs(options))[0];
+  return call_op(OpKind::max_pool2d_backward, {dy, x},
+                 make_op_attrs<OpKind::max_pool2d_backward>(options))[0];
 }
 
 Tensor avg_pool2d(const Tensor& x, const Pool2DOptions& options) {
-  return call_op(OpKind::avg_pool2d, {x}, pool_attrs(options))[0];
+  return call_op(OpKind::avg_pool2d, {x}, make_op_attrs<OpKind::avg_pool2d>(options))[0];
 }
 
 Tensor avg_pool2d_backward(const Tensor& dy, const Shape& input_shape,
                            const Pool2DOptions& options) {
-  Attrs attrs = pool_attrs(options);
-  attrs.set("input_shape", input_shape);
-  return call_op(OpKind::avg_pool2d_backward, {dy}, attrs)[0];
+  return call_op(OpKind::avg_pool2d_backward, {dy},
+                 make_op_attrs<OpKind::avg_pool2d_backward>({options, input_shape}))[0];
 }
 
 Tensor global_avg_pool2d(const Tensor& x) {

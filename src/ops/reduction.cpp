@@ -2,6 +2,7 @@
 // gradient broadcasts back, a broadcast's gradient sums back (sum_to_shape).
 #include <algorithm>
 
+#include "ops/op_attrs.h"
 #include "ops/op_table.h"
 
 namespace tandem {
@@ -23,7 +24,8 @@ Shape reduced_shape(const Shape& shape, const std::vector<std::int64_t>& axes, b
 
 std::vector<TensorMeta> infer_reduce(const char* op, std::span<const TensorMeta> in,
                                      const Attrs& attrs) {
-  const std::vector<std::int64_t> axes = normalize_axes(op, attrs.get_ints("axes"), in[0].shape);
+  const std::vector<std::int64_t> axes =
+      normalize_axes(op, read_attrs<ReduceAttrs>(attrs).axes, in[0].shape);
   if (in[0].dtype == DType::boolean) {
     throw InvalidArgument(std::string(op) + ": cannot reduce a bool tensor of shape " +
                           shape_str(in[0].shape) + "; cast it to i32 or f32 first");
@@ -34,12 +36,12 @@ std::vector<TensorMeta> infer_reduce(const char* op, std::span<const TensorMeta>
                             shape_str(in[0].shape) + " is empty, so the reduction has no value");
     }
   }
-  return {{reduced_shape(in[0].shape, axes, attrs.get_bool("keepdims")), in[0].dtype}};
+  return {{reduced_shape(in[0].shape, axes, read_attrs<ReduceAttrs>(attrs).keepdims), in[0].dtype}};
 }
 
 std::vector<TensorMeta> infer_argmax(const char* op, std::span<const TensorMeta> in,
                                      const Attrs& attrs) {
-  const std::int64_t axis = normalize_axis(op, attrs.get_int("axis"), in[0].shape);
+  const std::int64_t axis = normalize_axis(op, op_attrs<OpKind::argmax>(attrs).axis, in[0].shape);
   if (in[0].shape[static_cast<std::size_t>(axis)] == 0) {
     throw InvalidArgument(std::string(op) + ": axis " + std::to_string(axis) + " of shape " +
                           shape_str(in[0].shape) + " is empty");
@@ -49,7 +51,7 @@ std::vector<TensorMeta> infer_argmax(const char* op, std::span<const TensorMeta>
 
 std::vector<TensorMeta> infer_broadcast_to(const char* op, std::span<const TensorMeta> in,
                                            const Attrs& attrs) {
-  const Shape& target = attrs.get_ints("shape");
+  const Shape target = op_attrs<OpKind::broadcast_to>(attrs).shape;
   if (broadcast_shapes(op, in[0].shape, target) != target) {
     throw InvalidArgument(std::string(op) + ": cannot broadcast shape " + shape_str(in[0].shape) +
                           " to " + shape_str(target));
@@ -64,7 +66,7 @@ OpCost reduce_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> o
 // dy reshaped to keepdims form so it broadcasts against the input.
 Tensor keepdims_view(const Tensor& reduced, const GradContext& c) {
   const std::vector<std::int64_t> axes =
-      normalize_axes("sum", c.attrs.get_ints("axes"), c.inputs[0].shape());
+      normalize_axes("sum", read_attrs<ReduceAttrs>(c.attrs).axes, c.inputs[0].shape());
   return reshape(reduced, reduced_shape(c.inputs[0].shape(), axes, true));
 }
 
@@ -83,7 +85,7 @@ std::vector<Tensor> grad_max(const GradContext& c) {
   const Tensor& x = c.inputs[0];
   const Tensor is_max =
       cast(equal(x, broadcast_to(keepdims_view(c.outputs[0], c), x.shape())), x.dtype());
-  const Tensor ties = sum(is_max, c.attrs.get_ints("axes"), true);
+  const Tensor ties = sum(is_max, read_attrs<ReduceAttrs>(c.attrs).axes, true);
   return {is_max * broadcast_to(keepdims_view(c.output_grads[0], c), x.shape()) / ties};
 }
 
@@ -93,7 +95,7 @@ std::vector<Tensor> grad_broadcast_to(const GradContext& c) {
 
 Tensor reduce(OpKind kind, const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdims) {
   const std::vector<std::int64_t> resolved = normalize_axes(op_name(kind), axes, x.shape());
-  return call_op(kind, {x}, {{"axes", resolved}, {"keepdims", keepdims}})[0];
+  return call_op(kind, {x}, write_attrs(ReduceAttrs{resolved, keepdims}))[0];
 }
 
 }  // namespace
@@ -117,12 +119,13 @@ Tensor reduce_max(const Tensor& x, const std::vector<std::int64_t>& axes, bool k
   return reduce(OpKind::max, x, axes, keepdims);
 }
 Tensor argmax(const Tensor& x, std::int64_t axis) {
-  return call_op(OpKind::argmax, {x}, {{"axis", normalize_axis("argmax", axis, x.shape())}})[0];
+  return call_op(OpKind::argmax, {x},
+                 make_op_attrs<OpKind::argmax>({normalize_axis("argmax", axis, x.shape())}))[0];
 }
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
-  return call_op(OpKind::broadcast_to, {x}, {{"shape", shape}})[0];
+  return call_op(OpKind::broadcast_to, {x}, make_op_attrs<OpKind::broadcast_to>({shape}))[0];
 }
 
 Tensor sum_to_shape(const Tensor& x, const Shape& shape) {

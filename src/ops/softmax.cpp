@@ -2,6 +2,7 @@
 // y, not x) and the gradient rules, second order included, side by side.
 #include <string>
 
+#include "ops/op_attrs.h"
 #include "ops/op_table.h"
 
 namespace tandem {
@@ -10,7 +11,7 @@ namespace {
 std::vector<TensorMeta> infer_softmax(const char* op, std::span<const TensorMeta> in,
                                       const Attrs& attrs) {
   require_floating(op, in[0]);
-  normalize_axis(op, attrs.get_int("axis"), in[0].shape);
+  normalize_axis(op, read_attrs<AxisAttrs>(attrs).axis, in[0].shape);
   return {in[0]};
 }
 
@@ -37,7 +38,7 @@ OpCost softmax_backward_cost(std::span<const TensorMeta> in, std::span<const Ten
 }
 
 std::int64_t axis_of(const GradContext& c) {
-  return c.attrs.get_int("axis");
+  return read_attrs<AxisAttrs>(c.attrs).axis;
 }
 
 std::vector<Tensor> grad_softmax(const GradContext& c) {
@@ -71,7 +72,7 @@ std::vector<Tensor> grad_log_softmax_backward(const GradContext& c) {
 }
 
 Tensor softmax_op(OpKind kind, const std::vector<Tensor>& inputs, std::int64_t axis) {
-  return call_op(kind, inputs, {{"axis", axis}})[0];
+  return call_op(kind, inputs, write_attrs(AxisAttrs{axis}))[0];
 }
 
 }  // namespace

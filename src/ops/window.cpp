@@ -8,15 +8,6 @@
 namespace tandem {
 namespace {
 
-std::vector<std::int64_t> to_vector(const std::array<std::int64_t, 2>& pair) {
-  return {pair[0], pair[1]};
-}
-
-std::array<std::int64_t, 2> to_pair(const std::vector<std::int64_t>& values) {
-  TANDEM_ASSERT(values.size() == 2, "a 2-D window attribute needs two values");
-  return {values[0], values[1]};
-}
-
 std::string pair_str(const std::array<std::int64_t, 2>& pair) {
   return std::to_string(pair[0]) + "x" + std::to_string(pair[1]);
 }
@@ -103,28 +94,6 @@ Padding parse_padding(const std::string& text) {
   if (key == "valid") return Padding::valid;
   if (key == "same") return Padding::same;
   throw InvalidArgument("unknown padding \"" + text + "\"; choose \"valid\" or \"same\"");
-}
-
-Attrs conv_attrs(const Conv2DOptions& options) {
-  return {{"strides", to_vector(options.strides)},
-          {"padding", std::string(padding_name(options.padding))},
-          {"dilations", to_vector(options.dilations)}};
-}
-
-Conv2DOptions conv_options(const Attrs& attrs) {
-  return {to_pair(attrs.get_ints("strides")), parse_padding(attrs.get_string("padding")),
-          to_pair(attrs.get_ints("dilations"))};
-}
-
-Attrs pool_attrs(const Pool2DOptions& options) {
-  return {{"window", to_vector(options.window)},
-          {"strides", to_vector(options.strides)},
-          {"padding", std::string(padding_name(options.padding))}};
-}
-
-Pool2DOptions pool_options(const Attrs& attrs) {
-  return {to_pair(attrs.get_ints("window")), to_pair(attrs.get_ints("strides")),
-          parse_padding(attrs.get_string("padding"))};
 }
 
 Window2D conv_window(const char* op, const Shape& x_shape, const Shape& filter_shape,

@@ -1,7 +1,6 @@
 #pragma once
 // Sliding-window geometry shared by the convolution and pooling ops and their kernels: output
-// extents, TensorFlow's SAME padding rule, and the conversion between the option structs of the
-// public API and op attributes ("strides", "padding", "dilations", "window").
+// extents and TensorFlow's SAME padding rule.
 #include <array>
 #include <cstdint>
 
@@ -34,11 +33,6 @@ struct Window2D {
            static_cast<double>(k_h * k_w);
   }
 };
-
-Attrs conv_attrs(const Conv2DOptions& options);
-Conv2DOptions conv_options(const Attrs& attrs);
-Attrs pool_attrs(const Pool2DOptions& options);
-Pool2DOptions pool_options(const Attrs& attrs);
 
 // The geometry of a convolution of x (N, H, W, C_in) with a filter (KH, KW, C_in, C_out).
 // Throws InvalidArgument naming `op` for wrong ranks, a channel mismatch, non-positive strides,

@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/window_kernels.h"
+#include "ops/op_attrs.h"
 #include "tandem/runtime.h"
 
 namespace tandem::cpu {
@@ -18,7 +19,7 @@ using dnnl::memory;
 
 // The geometry of whichever conv op `c` runs, from its inputs and outputs.
 Window2D conv_geometry(const KernelContext& c) {
-  const Conv2DOptions options = conv_options(c.attrs);
+  const Conv2DOptions options = read_attrs<Conv2DOptions>(c.attrs);
   const char* op = op_name(c.kind);
   switch (c.kind) {
     case OpKind::conv2d:

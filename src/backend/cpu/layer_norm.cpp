@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/loops.h"
 #include "ops/kernel_geometry.h"
+#include "ops/op_attrs.h"
 
 namespace tandem::cpu {
 namespace {
@@ -31,7 +32,7 @@ void layer_norm_loops(const KernelContext& c) {
   const T* x = static_cast<const T*>(c.inputs[0].raw_data());
   const std::vector<double> gamma = as_doubles(c.inputs[1]);
   const std::vector<double> beta = as_doubles(c.inputs[2]);
-  const double epsilon = c.attrs.get_float("epsilon");
+  const double epsilon = op_attrs<OpKind::layer_norm>(c.attrs).epsilon;
   T* y = static_cast<T*>(c.outputs[0].raw_data());
   S* mean_out = static_cast<S*>(c.outputs[1].raw_data());
   S* rstd_out = static_cast<S*>(c.outputs[2].raw_data());

@@ -3,6 +3,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/strided_copy.h"
+#include "ops/op_attrs.h"
 
 namespace tandem::cpu {
 namespace {
@@ -12,7 +13,7 @@ void reshape_kernel(const KernelContext&) {}
 
 void transpose_kernel(const KernelContext& c) {
   const Tensor& x = c.inputs[0];
-  const std::vector<std::int64_t>& permutation = c.attrs.get_ints("perm");
+  const std::vector<std::int64_t> permutation = op_attrs<OpKind::transpose>(c.attrs).perm;
   const std::vector<std::int64_t> input_strides = dense_strides(x.shape());
   std::vector<std::int64_t> source_strides;  // input stride of each output axis
   for (std::int64_t axis : permutation)
@@ -24,7 +25,7 @@ void transpose_kernel(const KernelContext& c) {
 
 void concat_kernel(const KernelContext& c) {
   const Tensor& y = c.outputs[0];
-  const auto axis = static_cast<std::size_t>(c.attrs.get_int("axis"));
+  const auto axis = static_cast<std::size_t>(op_attrs<OpKind::concat>(c.attrs).axis);
   const std::vector<std::int64_t> output_strides = dense_strides(y.shape());
   const std::size_t element_size = dtype_size(y.dtype());
   std::int64_t offset = 0;
@@ -40,7 +41,7 @@ void concat_kernel(const KernelContext& c) {
 void slice_kernel(const KernelContext& c) {
   const Tensor& x = c.inputs[0];
   const Tensor& y = c.outputs[0];
-  const std::vector<std::int64_t>& begin = c.attrs.get_ints("begin");
+  const std::vector<std::int64_t> begin = op_attrs<OpKind::slice>(c.attrs).begin;
   const std::vector<std::int64_t> input_strides = dense_strides(x.shape());
   std::int64_t start = 0;
   for (std::size_t i = 0; i < begin.size(); ++i)
@@ -55,7 +56,7 @@ void slice_kernel(const KernelContext& c) {
 void pad_kernel(const KernelContext& c) {
   const Tensor& x = c.inputs[0];
   const Tensor& y = c.outputs[0];
-  const double value = c.attrs.get_float("value", 0.0);
+  const double value = op_attrs<OpKind::pad>(c.attrs).value;
   visit_dtype(y.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T fill = convert_element<T>(value);
@@ -65,7 +66,7 @@ void pad_kernel(const KernelContext& c) {
         out[i] = fill;
     });
   });
-  const std::vector<std::int64_t>& paddings = c.attrs.get_ints("paddings");
+  const std::vector<std::int64_t> paddings = op_attrs<OpKind::pad>(c.attrs).paddings;
   const std::vector<std::int64_t> output_strides = dense_strides(y.shape());
   std::int64_t start = 0;
   for (std::size_t i = 0; i < output_strides.size(); ++i)

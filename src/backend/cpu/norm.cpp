@@ -10,6 +10,7 @@
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/primitive_cache.h"
 #include "ops/kernel_geometry.h"
+#include "ops/op_attrs.h"
 #include "tandem/runtime.h"
 
 namespace tandem::cpu {
@@ -59,6 +60,7 @@ std::vector<double> sum_over_rows(const LastAxisRows& shape, AddRow add_row) {
 // ---- loops (f64, f16; the reference for the oneDNN path) ----
 template <typename T>
 void batch_norm_loops(const KernelContext& c) {
+  const auto attrs = op_attrs<OpKind::batch_norm>(c.attrs);
   using C = compute_type_t<T>;
   const Tensor& x_tensor = c.inputs[0];
   const LastAxisRows shape = last_axis_rows(x_tensor);
@@ -91,7 +93,7 @@ void batch_norm_loops(const KernelContext& c) {
     mean = channel_values(c.inputs[3]);
     variance = channel_values(c.inputs[4]);
   }
-  const double epsilon = c.attrs.get_float("epsilon");
+  const double epsilon = attrs.epsilon;
   const std::vector<double> gamma = channel_values(c.inputs[1]);
   const std::vector<double> beta = channel_values(c.inputs[2]);
   // y = x * scale + shift per channel.
@@ -118,6 +120,7 @@ void batch_norm_loops(const KernelContext& c) {
 // in training (the statistics depend on x), dx = gamma rstd dy in inference.
 template <typename T>
 void batch_norm_backward_loops(const KernelContext& c) {
+  const auto attrs = op_attrs<OpKind::batch_norm_backward>(c.attrs);
   using C = compute_type_t<T>;
   const LastAxisRows shape = last_axis_rows(c.inputs[1]);
   const std::int64_t channels = shape.length;
@@ -126,8 +129,8 @@ void batch_norm_backward_loops(const KernelContext& c) {
   const std::vector<double> gamma = channel_values(c.inputs[2]);
   const std::vector<double> mean = channel_values(c.inputs[3]);
   const std::vector<double> variance = channel_values(c.inputs[4]);
-  const double epsilon = c.attrs.get_float("epsilon");
-  const bool training = c.attrs.get_bool("training");
+  const double epsilon = attrs.epsilon;
+  const bool training = attrs.training;
   std::vector<double> rstd(static_cast<std::size_t>(channels));
   for (std::int64_t k = 0; k < channels; ++k)
     rstd[k] = 1.0 / std::sqrt(variance[k] + epsilon);
@@ -252,11 +255,11 @@ void copy_back(const Tensor& f32, const Tensor& output) {
 
 // Returns false when oneDNN has no implementation and the loops must run.
 bool batch_norm_onednn(const KernelContext& c) {
+  const auto attrs = op_attrs<OpKind::batch_norm>(c.attrs);
   const Tensor& x = c.inputs[0];
   const bool training = c.inputs.size() == 3;
   const LastAxisRows shape = last_axis_rows(x);
-  const auto entry =
-      cached_batch_norm(false, training, shape, x.dtype(), c.attrs.get_float("epsilon"));
+  const auto entry = cached_batch_norm(false, training, shape, x.dtype(), attrs.epsilon);
   if (!entry->primitive) return false;
   const Tensor mean = training ? f32_target(c.outputs[1]) : as_f32(c.inputs[3]);
   const Tensor variance = training ? f32_target(c.outputs[2]) : as_f32(c.inputs[4]);
@@ -274,10 +277,10 @@ bool batch_norm_onednn(const KernelContext& c) {
 }
 
 bool batch_norm_backward_onednn(const KernelContext& c) {
+  const auto attrs = op_attrs<OpKind::batch_norm_backward>(c.attrs);
   const Tensor& x = c.inputs[1];
   const LastAxisRows shape = last_axis_rows(x);
-  const auto entry = cached_batch_norm(true, c.attrs.get_bool("training"), shape, x.dtype(),
-                                       c.attrs.get_float("epsilon"));
+  const auto entry = cached_batch_norm(true, attrs.training, shape, x.dtype(), attrs.epsilon);
   if (!entry->primitive) return false;
   const Tensor d_gamma = f32_target(c.outputs[1]);
   const Tensor d_beta = f32_target(c.outputs[2]);

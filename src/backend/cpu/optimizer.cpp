@@ -5,6 +5,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/loops.h"
+#include "ops/op_attrs.h"
 
 namespace tandem::cpu {
 namespace {
@@ -50,14 +51,13 @@ void sgd_range(T* __restrict param, const T* __restrict grad, T* __restrict velo
 
 template <typename T>
 void sgd_loops(const KernelContext& c) {
+  const auto options = op_attrs<OpKind::sgd_update>(c.attrs);
   using C = compute_type_t<T>;
   T* param = static_cast<T*>(c.outputs[0].raw_data());  // aliases input 0
   const T* grad = static_cast<const T*>(c.inputs[1].raw_data());
   T* velocity = c.outputs.size() == 2 ? static_cast<T*>(c.outputs[1].raw_data()) : nullptr;
-  const SgdStep<C> step{static_cast<C>(c.attrs.get_float("learning_rate")),
-                        static_cast<C>(c.attrs.get_float("momentum")),
-                        static_cast<C>(c.attrs.get_float("weight_decay")),
-                        c.attrs.get_bool("nesterov")};
+  const SgdStep<C> step{static_cast<C>(options.learning_rate), static_cast<C>(options.momentum),
+                        static_cast<C>(options.weight_decay), options.nesterov};
   parallel_for(c.inputs[0].numel(), 4, [&](std::int64_t begin, std::int64_t end) {
     sgd_range(param, grad, velocity, begin, end, step);
   });
@@ -90,21 +90,22 @@ void adam_range(T* __restrict param, const T* __restrict grad, T* __restrict m, 
 
 template <typename T>
 void adam_loops(const KernelContext& c) {
+  const auto options = op_attrs<OpKind::adam_update>(c.attrs);
   using C = compute_type_t<T>;
   T* param = static_cast<T*>(c.outputs[0].raw_data());  // aliases input 0
   const T* grad = static_cast<const T*>(c.inputs[1].raw_data());
   T* m = static_cast<T*>(c.outputs[1].raw_data());  // aliases input 2
   T* v = static_cast<T*>(c.outputs[2].raw_data());  // aliases input 3
-  const double learning_rate = c.attrs.get_float("learning_rate");
-  const double beta1 = c.attrs.get_float("beta1");
-  const double beta2 = c.attrs.get_float("beta2");
-  const auto t = static_cast<double>(c.attrs.get_int("step"));
+  const double learning_rate = options.learning_rate;
+  const double beta1 = options.beta1;
+  const double beta2 = options.beta2;
+  const auto t = static_cast<double>(options.step);
   // The bias correction folded into the step size, as Keras does.
   const AdamStep<C> step{static_cast<C>(learning_rate * std::sqrt(1.0 - std::pow(beta2, t)) /
                                         (1.0 - std::pow(beta1, t))),
-                         static_cast<C>(1.0 - learning_rate * c.attrs.get_float("weight_decay")),
+                         static_cast<C>(1.0 - learning_rate * options.weight_decay),
                          static_cast<C>(1.0 - beta1), static_cast<C>(1.0 - beta2),
-                         static_cast<C>(c.attrs.get_float("epsilon"))};
+                         static_cast<C>(options.epsilon)};
   parallel_for(c.inputs[0].numel(), 8, [&](std::int64_t begin, std::int64_t end) {
     adam_range(param, grad, m, v, begin, end, step);
   });

@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/window_kernels.h"
+#include "ops/op_attrs.h"
 
 namespace tandem::cpu {
 namespace {
@@ -19,7 +20,7 @@ using dnnl::memory;
 // The geometry of whichever pooling op `c` runs; the pooled input is the first input of the
 // forward ops, the second of max_pool2d_backward and the output of avg_pool2d_backward.
 Window2D pool_geometry(const KernelContext& c) {
-  const Pool2DOptions options = pool_options(c.attrs);
+  const Pool2DOptions options = read_attrs<Pool2DOptions>(c.attrs);
   const char* op = op_name(c.kind);
   switch (c.kind) {
     case OpKind::max_pool2d_backward:

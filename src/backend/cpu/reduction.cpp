@@ -10,6 +10,7 @@
 #include "backend/cpu/loops.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/strided_copy.h"
+#include "ops/op_attrs.h"
 #include "tandem/runtime.h"
 
 namespace tandem::cpu {
@@ -129,7 +130,7 @@ Tensor reduced_axes_last(const Tensor& x, const std::vector<std::int64_t>& axes,
 
 void onednn_reduction(const KernelContext& c, Reduction reduction) {
   const Tensor& x = c.inputs[0];
-  const std::vector<std::int64_t>& axes = c.attrs.get_ints("axes");
+  const std::vector<std::int64_t> axes = read_attrs<ReduceAttrs>(c.attrs).axes;
   Shape kept_shape = x.shape();
   for (std::int64_t axis : axes)
     kept_shape[static_cast<std::size_t>(axis)] = 1;
@@ -147,7 +148,7 @@ void onednn_reduction(const KernelContext& c, Reduction reduction) {
 template <Reduction kReduction>
 void reduce_kernel(const KernelContext& c) {
   const Tensor& x = c.inputs[0];
-  const std::vector<std::int64_t>& axes = c.attrs.get_ints("axes");
+  const std::vector<std::int64_t> axes = read_attrs<ReduceAttrs>(c.attrs).axes;
   // oneDNN's reduction splits large sums across threads; deterministic mode keeps the loops,
   // where one thread sums each output element.
   if ((x.dtype() == DType::f32 || x.dtype() == DType::bf16) && x.numel() >= kOneDnnMinElements &&
@@ -171,7 +172,7 @@ void reduce_kernel(const KernelContext& c) {
 
 void argmax_kernel(const KernelContext& c) {
   const Tensor& x = c.inputs[0];
-  const auto axis = static_cast<std::size_t>(c.attrs.get_int("axis"));
+  const auto axis = static_cast<std::size_t>(op_attrs<OpKind::argmax>(c.attrs).axis);
   ReductionBlock block;
   for (std::size_t i = 0; i < x.shape().size(); ++i) {
     (i < axis ? block.outer : i == axis ? block.reduced : block.inner) *= x.shape()[i];

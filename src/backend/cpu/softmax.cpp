@@ -10,6 +10,7 @@
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/primitive_cache.h"
 #include "ops/kernel_geometry.h"
+#include "ops/op_attrs.h"
 
 namespace tandem::cpu {
 namespace {
@@ -149,7 +150,7 @@ template <bool kBackward>
 void softmax_kernel(const KernelContext& c) {
   const Tensor& out = c.outputs[0];  // x, y, dy and dx all share its shape
   if (out.numel() == 0) return;
-  const AxisView view = axis_view(out, c.attrs.get_int("axis"));
+  const AxisView view = axis_view(out, read_attrs<AxisAttrs>(c.attrs).axis);
   if (use_onednn(out) && softmax_onednn(c, view, kBackward)) return;
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
+#include "ops/op_attrs.h"
 #include "ops/window.h"
 #include "tandem/cuda.h"
 
@@ -223,8 +224,8 @@ void run_forward(const KernelContext& c) {
   const Tensor& x = c.inputs[0];
   const Tensor& y = c.outputs[0];
   if (y.numel() == 0) return;
-  const Geometry g =
-      geometry_of(conv_window("conv2d", x.shape(), c.inputs[1].shape(), conv_options(c.attrs)));
+  const Geometry g = geometry_of(
+      conv_window("conv2d", x.shape(), c.inputs[1].shape(), read_attrs<Conv2DOptions>(c.attrs)));
   const DType dtype = x.dtype();
   const Tensor input = symmetric_input(context, x, g);
   const Tensor filter = krsc_filter(context, c.inputs[1]);
@@ -253,8 +254,9 @@ void run_backward_input(const KernelContext& c) {
   const Tensor& dy = c.inputs[0];
   const Tensor& dx = c.outputs[0];
   if (dx.numel() == 0) return;
-  const Geometry g = geometry_of(
-      conv_window("conv2d_backward_input", dx.shape(), c.inputs[1].shape(), conv_options(c.attrs)));
+  const Geometry g =
+      geometry_of(conv_window("conv2d_backward_input", dx.shape(), c.inputs[1].shape(),
+                              read_attrs<Conv2DOptions>(c.attrs)));
   const DType dtype = dy.dtype();
   const Tensor filter = krsc_filter(context, c.inputs[1]);
   const Tensor padded_dx =
@@ -290,8 +292,9 @@ void run_backward_filter(const KernelContext& c) {
   const Tensor& dy = c.inputs[1];
   const Tensor& d_filter = c.outputs[0];  // (KH, KW, C_in, C_out)
   const Geometry g =
-      geometry_of(conv_window("conv2d_backward_filter", x.shape(), c.attrs.get_ints("filter_shape"),
-                              conv_options(c.attrs)));
+      geometry_of(conv_window("conv2d_backward_filter", x.shape(),
+                              op_attrs<OpKind::conv2d_backward_filter>(c.attrs).filter_shape,
+                              read_attrs<Conv2DOptions>(c.attrs)));
   const DType dtype = x.dtype();
   const Tensor krsc_gradient = Tensor::empty(krsc_shape(g.symmetric), dtype, x.device());
   if (dy.numel() == 0 || x.numel() == 0) {
@@ -319,7 +322,7 @@ void run_backward_filter(const KernelContext& c) {
           "cudnnConvolutionBackwardFilter");
     permute(context, krsc_gradient, d_filter, {1, 2, 3, 0});
   }
-  if (c.attrs.get_bool("with_bias")) {
+  if (op_attrs<OpKind::conv2d_backward_filter>(c.attrs).with_bias) {
     const std::int64_t channels = dy.dim(3);
     reduce_middle(context, dy.raw_data(), dtype, c.outputs[1].raw_data(), c.outputs[1].dtype(), 1,
                   channels == 0 ? 0 : dy.numel() / channels, channels, Reduction::sum, 1.0);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/cuda/device_math.cuh"
+#include "ops/op_attrs.h"
 #include "tandem/random.h"
 
 namespace tandem::cuda {
@@ -24,7 +25,7 @@ void run_dropout(const KernelContext& c) {
   DeviceContext& context = enter(c);
   const std::int64_t count = c.inputs[0].numel();
   if (count == 0) return;
-  const double rate = c.attrs.get_float("rate");
+  const double rate = op_attrs<OpKind::dropout>(c.attrs).rate;
   const auto threshold = static_cast<std::uint32_t>(std::ceil(rate * 16777216.0));
   const auto kept = static_cast<float>(1.0 / (1.0 - rate));
   visit_floating(c.inputs[0].dtype(), [&](auto tag) {
@@ -32,8 +33,8 @@ void run_dropout(const KernelContext& c) {
     dropout_kernel<T><<<blocks_for(count), 256, 0, context.stream>>>(
         static_cast<const T*>(c.inputs[0].raw_data()), static_cast<T*>(c.outputs[0].raw_data()),
         static_cast<T*>(c.outputs[1].raw_data()), count,
-        static_cast<std::uint64_t>(c.attrs.get_int("seed")),
-        static_cast<std::uint64_t>(c.attrs.get_int("offset")), threshold, kept);
+        static_cast<std::uint64_t>(op_attrs<OpKind::dropout>(c.attrs).seed),
+        static_cast<std::uint64_t>(op_attrs<OpKind::dropout>(c.attrs).offset), threshold, kept);
   });
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend/cuda/device_math.cuh"
+#include "ops/op_attrs.h"
 
 namespace tandem::cuda {
 namespace {
@@ -144,7 +145,7 @@ void run_unary(const KernelContext& c) {
   DeviceContext& context = enter(c);
   const std::int64_t count = c.outputs[0].numel();
   if (count == 0) return;
-  const bool approximate = c.attrs.get_bool("approximate", false);
+  const bool approximate = read_attrs<GeluAttrs>(c.attrs).approximate;
   visit_numeric(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     constexpr bool kFloatingOnly = kKind == OpKind::exp || kKind == OpKind::log ||
@@ -164,7 +165,7 @@ void run_unary_backward(const KernelContext& c) {
   DeviceContext& context = enter(c);
   const std::int64_t count = c.outputs[0].numel();
   if (count == 0) return;
-  const bool approximate = c.attrs.get_bool("approximate", false);
+  const bool approximate = read_attrs<GeluAttrs>(c.attrs).approximate;
   visit_floating(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     unary_backward_kernel<kKind, T><<<blocks_for(count), 256, 0, context.stream>>>(

@@ -4,6 +4,7 @@
 // them to float totals with one atomic per feature and block.
 #include "backend/cuda/device_math.cuh"
 #include "ops/kernel_geometry.h"
+#include "ops/op_attrs.h"
 
 namespace tandem::cuda {
 namespace {
@@ -110,7 +111,7 @@ void run_layer_norm(const KernelContext& c) {
   const std::int64_t rows = view.rows;
   const std::int64_t features = view.length;
   if (rows == 0) return;
-  const auto epsilon = static_cast<float>(c.attrs.get_float("epsilon"));
+  const auto epsilon = static_cast<float>(op_attrs<OpKind::layer_norm>(c.attrs).epsilon);
   visit_x_and_parameters(x.dtype(), c.inputs[1].dtype(), [&](auto x_tag, auto s_tag) {
     using T = decltype(x_tag);
     using S = decltype(s_tag);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cuda/device_math.cuh"
+#include "ops/op_attrs.h"
 
 namespace tandem::cuda {
 namespace {
@@ -84,18 +85,18 @@ void run_gather_index(DeviceContext& context, const Tensor& x, const Tensor& out
 
 void run_transpose(const KernelContext& c) {
   DeviceContext& context = enter(c);
-  permute(context, c.inputs[0], c.outputs[0], c.attrs.get_ints("perm"));
+  permute(context, c.inputs[0], c.outputs[0], op_attrs<OpKind::transpose>(c.attrs).perm);
 }
 
 void run_slice(const KernelContext& c) {
   DeviceContext& context = enter(c);
-  copy_window(context, c.inputs[0], c.outputs[0], c.attrs.get_ints("begin"), true, 0);
+  copy_window(context, c.inputs[0], c.outputs[0], op_attrs<OpKind::slice>(c.attrs).begin, true, 0);
 }
 
 void run_pad(const KernelContext& c) {
   DeviceContext& context = enter(c);
   const Tensor& x = c.inputs[0];
-  const std::vector<std::int64_t>& paddings = c.attrs.get_ints("paddings");
+  const std::vector<std::int64_t> paddings = op_attrs<OpKind::pad>(c.attrs).paddings;
   std::vector<std::int64_t> before;
   for (int i = 0; i < x.rank(); ++i)
     before.push_back(paddings[2 * static_cast<std::size_t>(i)]);
@@ -103,7 +104,7 @@ void run_pad(const KernelContext& c) {
   std::uint64_t fill = 0;
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T value = convert_element<T>(c.attrs.get_float("value", 0.0));
+    const T value = convert_element<T>(op_attrs<OpKind::pad>(c.attrs).value);
     std::memcpy(&fill, &value, sizeof(T));
   });
   copy_window(context, x, c.outputs[0], before, false, fill);
@@ -112,7 +113,7 @@ void run_pad(const KernelContext& c) {
 void run_concat(const KernelContext& c) {
   DeviceContext& context = enter(c);
   const Tensor& out = c.outputs[0];
-  const auto axis = static_cast<int>(c.attrs.get_int("axis"));
+  const auto axis = static_cast<int>(op_attrs<OpKind::concat>(c.attrs).axis);
   std::int64_t outer = 1;
   for (int i = 0; i < axis; ++i)
     outer *= out.dim(i);

@@ -4,6 +4,7 @@
 // standard deviation where Tandem's op keeps the biased variance, so small kernels convert
 // between them. Inference forward and backward are per-channel affine maps, done here.
 #include "backend/cuda/device_math.cuh"
+#include "ops/op_attrs.h"
 
 namespace tandem::cuda {
 namespace {
@@ -115,8 +116,9 @@ cudnnBatchNormMode_t training_mode(DeviceContext& context, const Descriptors& pe
 }
 
 void run_training_forward(const KernelContext& c, DeviceContext& context) {
+  const auto attrs = op_attrs<OpKind::batch_norm>(c.attrs);
   const Tensor& x = c.inputs[0];
-  const double epsilon = c.attrs.get_float("epsilon");
+  const double epsilon = attrs.epsilon;
   const Descriptors probe(x, CUDNN_BATCHNORM_SPATIAL_PERSISTENT);
   const cudnnBatchNormMode_t mode = training_mode(context, probe);
   const Descriptors descriptors(x, mode);
@@ -148,9 +150,10 @@ void run_training_forward(const KernelContext& c, DeviceContext& context) {
 }
 
 void run_training_backward(const KernelContext& c, DeviceContext& context) {
+  const auto attrs = op_attrs<OpKind::batch_norm_backward>(c.attrs);
   const Tensor& dy = c.inputs[0];
   const Tensor& x = c.inputs[1];
-  const double epsilon = c.attrs.get_float("epsilon");
+  const double epsilon = attrs.epsilon;
   const Descriptors probe(x, CUDNN_BATCHNORM_SPATIAL_PERSISTENT);
   const cudnnBatchNormMode_t mode = training_mode(context, probe);
   const Descriptors descriptors(x, mode);
@@ -197,6 +200,7 @@ void visit_x_and_parameters(DType x_dtype, DType parameter_dtype, Fn&& fn) {
 }
 
 void run_inference_forward(const KernelContext& c, DeviceContext& context) {
+  const auto attrs = op_attrs<OpKind::batch_norm>(c.attrs);
   const Tensor& x = c.inputs[0];
   const std::int64_t count = x.numel();
   if (count == 0) return;
@@ -209,11 +213,12 @@ void run_inference_forward(const KernelContext& c, DeviceContext& context) {
         static_cast<const P*>(c.inputs[2].raw_data()),
         static_cast<const P*>(c.inputs[3].raw_data()),
         static_cast<const P*>(c.inputs[4].raw_data()), static_cast<T*>(c.outputs[0].raw_data()),
-        count, channels, static_cast<float>(c.attrs.get_float("epsilon")));
+        count, channels, static_cast<float>(attrs.epsilon));
   });
 }
 
 void run_inference_backward(const KernelContext& c, DeviceContext& context) {
+  const auto attrs = op_attrs<OpKind::batch_norm_backward>(c.attrs);
   const Tensor& dy = c.inputs[0];
   const Tensor& x = c.inputs[1];
   const std::int64_t count = x.numel();
@@ -230,7 +235,7 @@ void run_inference_backward(const KernelContext& c, DeviceContext& context) {
           static_cast<const P*>(c.inputs[3].raw_data()),
           static_cast<const P*>(c.inputs[4].raw_data()), static_cast<T*>(c.outputs[0].raw_data()),
           static_cast<float*>(xhat_dy.raw_data()), count, channels,
-          static_cast<float>(c.attrs.get_float("epsilon")));
+          static_cast<float>(attrs.epsilon));
     });
   }
   reduce_middle(context, xhat_dy.raw_data(), DType::f32, c.outputs[1].raw_data(),
@@ -249,8 +254,9 @@ void run_batch_norm(const KernelContext& c) {
 }
 
 void run_batch_norm_backward(const KernelContext& c) {
+  const auto attrs = op_attrs<OpKind::batch_norm_backward>(c.attrs);
   DeviceContext& context = enter(c);
-  if (c.attrs.get_bool("training")) {
+  if (attrs.training) {
     run_training_backward(c, context);
   } else {
     run_inference_backward(c, context);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cuda/device_math.cuh"
+#include "ops/op_attrs.h"
 
 namespace tandem::cuda {
 namespace {
@@ -54,13 +55,13 @@ __global__ void adam_kernel(T* param, const T* grad, T* m, T* v, std::int64_t co
 }
 
 void run_sgd(const KernelContext& c) {
+  const auto options = op_attrs<OpKind::sgd_update>(c.attrs);
   DeviceContext& context = enter(c);
   const std::int64_t count = c.inputs[0].numel();
   if (count == 0) return;
-  const SgdStep step{static_cast<float>(c.attrs.get_float("learning_rate")),
-                     static_cast<float>(c.attrs.get_float("momentum")),
-                     static_cast<float>(c.attrs.get_float("weight_decay")),
-                     c.attrs.get_bool("nesterov")};
+  const SgdStep step{static_cast<float>(options.learning_rate),
+                     static_cast<float>(options.momentum), static_cast<float>(options.weight_decay),
+                     options.nesterov};
   visit_floating(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* velocity = c.outputs.size() == 2 ? static_cast<T*>(c.outputs[1].raw_data()) : nullptr;
@@ -71,19 +72,20 @@ void run_sgd(const KernelContext& c) {
 }
 
 void run_adam(const KernelContext& c) {
+  const auto options = op_attrs<OpKind::adam_update>(c.attrs);
   DeviceContext& context = enter(c);
   const std::int64_t count = c.inputs[0].numel();
   if (count == 0) return;
-  const double learning_rate = c.attrs.get_float("learning_rate");
-  const double beta1 = c.attrs.get_float("beta1");
-  const double beta2 = c.attrs.get_float("beta2");
-  const auto t = static_cast<double>(c.attrs.get_int("step"));
+  const double learning_rate = options.learning_rate;
+  const double beta1 = options.beta1;
+  const double beta2 = options.beta2;
+  const auto t = static_cast<double>(options.step);
   // The bias correction folded into the step size, as Keras does.
   const AdamStep step{static_cast<float>(learning_rate * std::sqrt(1.0 - std::pow(beta2, t)) /
                                          (1.0 - std::pow(beta1, t))),
-                      static_cast<float>(1.0 - learning_rate * c.attrs.get_float("weight_decay")),
+                      static_cast<float>(1.0 - learning_rate * options.weight_decay),
                       static_cast<float>(1.0 - beta1), static_cast<float>(1.0 - beta2),
-                      static_cast<float>(c.attrs.get_float("epsilon"))};
+                      static_cast<float>(options.epsilon)};
   visit_floating(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     adam_kernel<T><<<blocks_for(count), 256, 0, context.stream>>>(

@@ -4,6 +4,7 @@
 // neighbouring threads read neighbouring memory); the backward kernels scatter with float
 // atomics, since windows overlap when the stride is smaller than the window.
 #include "backend/cuda/device_math.cuh"
+#include "ops/op_attrs.h"
 #include "ops/window.h"
 
 namespace tandem::cuda {
@@ -110,7 +111,8 @@ void run_pool(const KernelContext& c) {
   const Tensor& y = c.outputs[0];
   const std::int64_t count = y.numel();
   if (count == 0) return;
-  const Geometry g = geometry_of(pool_window(op_name(c.kind), x.shape(), pool_options(c.attrs)));
+  const Geometry g =
+      geometry_of(pool_window(op_name(c.kind), x.shape(), read_attrs<Pool2DOptions>(c.attrs)));
   visit_floating(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* in = static_cast<const T*>(x.raw_data());
@@ -129,8 +131,11 @@ void run_pool_backward(const KernelContext& c) {
   const Tensor& dy = c.inputs[0];
   const Tensor& dx = c.outputs[0];
   const bool max_pool = c.kind == OpKind::max_pool2d_backward;
-  const Shape input_shape = max_pool ? c.inputs[1].shape() : Shape(c.attrs.get_ints("input_shape"));
-  const Geometry g = geometry_of(pool_window(op_name(c.kind), input_shape, pool_options(c.attrs)));
+  const Shape input_shape = max_pool
+                                ? c.inputs[1].shape()
+                                : Shape(op_attrs<OpKind::avg_pool2d_backward>(c.attrs).input_shape);
+  const Geometry g =
+      geometry_of(pool_window(op_name(c.kind), input_shape, read_attrs<Pool2DOptions>(c.attrs)));
   const Tensor sums =
       dx.dtype() == DType::f32 ? dx : Tensor::empty(dx.shape(), DType::f32, dx.device());
   check(cudaMemsetAsync(sums.raw_data(), 0, sums.nbytes(), context.stream), "cudaMemsetAsync");

@@ -4,6 +4,7 @@
 // across blocks into float partial sums and finished by a second pass, so a whole-tensor sum
 // (a gradient norm) uses the whole GPU.
 #include "backend/cuda/device_math.cuh"
+#include "ops/op_attrs.h"
 
 namespace tandem::cuda {
 namespace {
@@ -174,7 +175,7 @@ void run_reduce(const KernelContext& c, bool mean) {
   const Tensor& out = c.outputs[0];
   if (out.numel() == 0) return;
   const Tensor& x = c.inputs[0];
-  std::vector<std::int64_t> axes = c.attrs.get_ints("axes");
+  std::vector<std::int64_t> axes = read_attrs<ReduceAttrs>(c.attrs).axes;
   if (axes.empty()) {
     for (int i = 0; i < x.rank(); ++i)
       axes.push_back(i);
@@ -224,7 +225,7 @@ void run_argmax(const KernelContext& c) {
   const Tensor& x = c.inputs[0];
   const std::int64_t count = c.outputs[0].numel();
   if (count == 0) return;
-  const auto axis = static_cast<int>(c.attrs.get_int("axis"));
+  const auto axis = static_cast<int>(op_attrs<OpKind::argmax>(c.attrs).axis);
   std::int64_t inner = 1;
   for (int i = axis + 1; i < x.rank(); ++i)
     inner *= x.dim(i);

@@ -5,6 +5,7 @@
 // before exp, as on the CPU.
 #include "backend/cuda/device_math.cuh"
 #include "ops/kernel_geometry.h"
+#include "ops/op_attrs.h"
 
 namespace tandem::cuda {
 namespace {
@@ -123,7 +124,7 @@ void run_softmax(const KernelContext& c) {
   DeviceContext& context = enter(c);
   const Tensor& out = c.outputs[0];
   if (out.numel() == 0) return;
-  const AxisView view = axis_view(out, c.attrs.get_int("axis"));
+  const AxisView view = axis_view(out, read_attrs<AxisAttrs>(c.attrs).axis);
   const bool log_output = c.kind == OpKind::log_softmax || c.kind == OpKind::log_softmax_backward;
   visit_floating(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
