@@ -278,6 +278,13 @@ Attrs make_op_attrs(const OpAttrs<Kind>& value) {
   return write_attrs(value);
 }
 
+// Whether `kind` is gelu (or its backward op) with the tanh approximation: for the kernels that
+// every unary op shares, whose other ops have no attribute to read.
+inline bool gelu_approximation(OpKind kind, const Attrs& attrs) {
+  return (kind == OpKind::gelu || kind == OpKind::gelu_backward) &&
+         read_attrs<GeluAttrs>(attrs).approximate;
+}
+
 // The keys of an op's attributes, in declaration order, for code that sees ops by kind at run
 // time (checks, printing a recorded op).
 std::vector<std::string_view> op_attr_keys(OpKind kind);

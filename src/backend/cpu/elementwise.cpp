@@ -144,7 +144,7 @@ struct EltwiseAlgorithm {
 
 EltwiseAlgorithm eltwise_algorithm(OpKind kind, const Attrs& attrs) {
   using a = dnnl::algorithm;
-  const bool approximate = read_attrs<GeluAttrs>(attrs).approximate;
+  const bool approximate = gelu_approximation(kind, attrs);
   switch (kind) {
     case OpKind::neg:
       return {a::eltwise_linear, -1.0f, 0.0f};
@@ -239,7 +239,7 @@ void unary_kernel(const KernelContext& c) {
   if constexpr (kKind != OpKind::sign) {
     if (use_onednn(x)) return onednn_eltwise_forward(c);
   }
-  const bool approximate = read_attrs<GeluAttrs>(c.attrs).approximate;
+  const bool approximate = gelu_approximation(kKind, c.attrs);
   map_unary(x, c.outputs[0], [approximate](auto v) {
     using C = decltype(v);
     if constexpr (kKind == OpKind::neg) return C(-v);
@@ -260,7 +260,7 @@ void unary_kernel(const KernelContext& c) {
 template <OpKind kKind>
 void unary_backward_kernel(const KernelContext& c) {
   if (use_onednn(c.inputs[0])) return onednn_eltwise_backward(c);
-  const bool approximate = read_attrs<GeluAttrs>(c.attrs).approximate;
+  const bool approximate = gelu_approximation(kKind, c.attrs);
   map_pairwise(c.inputs[0], c.inputs[1], c.outputs[0], [approximate](auto dy, auto saved) {
     using C = decltype(dy);
     if constexpr (kKind == OpKind::relu_backward) return saved > C(0) ? dy : C(0);

@@ -145,7 +145,7 @@ void run_unary(const KernelContext& c) {
   DeviceContext& context = enter(c);
   const std::int64_t count = c.outputs[0].numel();
   if (count == 0) return;
-  const bool approximate = read_attrs<GeluAttrs>(c.attrs).approximate;
+  const bool approximate = gelu_approximation(kKind, c.attrs);
   visit_numeric(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     constexpr bool kFloatingOnly = kKind == OpKind::exp || kKind == OpKind::log ||
@@ -165,7 +165,7 @@ void run_unary_backward(const KernelContext& c) {
   DeviceContext& context = enter(c);
   const std::int64_t count = c.outputs[0].numel();
   if (count == 0) return;
-  const bool approximate = read_attrs<GeluAttrs>(c.attrs).approximate;
+  const bool approximate = gelu_approximation(kKind, c.attrs);
   visit_floating(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     unary_backward_kernel<kKind, T><<<blocks_for(count), 256, 0, context.stream>>>(
