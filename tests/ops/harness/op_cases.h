@@ -13,8 +13,8 @@
 namespace tandem::harness {
 
 // How big a case's inputs are: small for finite differences (a few elements per axis), medium
-// for comparing backends (odd extents past the kernels' small-tensor thresholds), large for
-// timing (shapes of a real training step).
+// for comparing backends (odd extents; element-wise tensors past the 16k elements from which the
+// CPU hands them to oneDNN), large for timing (shapes of a training step).
 enum class Size { small, medium, large };
 const char* size_name(Size size);
 Size parse_size(const std::string& text);
