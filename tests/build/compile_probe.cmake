@@ -1,5 +1,6 @@
 # Compiles one probe (tests/build/CMakeLists.txt) with a layer's include directories and checks
-# the outcome: EXPECTED is "compiles", or the header whose absence must stop the compilation.
+# the outcome: EXPECTED is "compiles"; "error", for a probe that must fail with the text of its
+# line "// expected error: TEXT"; or the header whose absence must stop the compilation.
 string(REPLACE "|" ";" includes "${INCLUDES}")
 if(NOT includes)
   message(FATAL_ERROR "no include directories given: is the layer's target name right?")
@@ -18,6 +19,20 @@ if(EXPECTED STREQUAL "compiles")
     message(FATAL_ERROR "${PROBE} should compile with the include view, and did not:\n${output}")
   endif()
   message(STATUS "compiles, as it should")
+  return()
+endif()
+if(EXPECTED STREQUAL "error")
+  file(STRINGS ${PROBE} expected_lines REGEX "^// expected error: ")
+  list(GET expected_lines 0 expected_line)
+  string(REPLACE "// expected error: " "" expected_text "${expected_line}")
+  if(status EQUAL 0)
+    message(FATAL_ERROR "${PROBE} compiled; it must fail with: ${expected_text}")
+  endif()
+  string(FIND "${output}" "${expected_text}" found)
+  if(found EQUAL -1)
+    message(FATAL_ERROR "${PROBE} failed to compile, but not with \"${expected_text}\":\n${output}")
+  endif()
+  message(STATUS "refused, as it should be: ${expected_text}")
   return()
 endif()
 if(status EQUAL 0)

@@ -16,8 +16,9 @@
 namespace tandem::harness {
 
 std::vector<Device> harness_devices() {
-  std::vector<Device> devices{Device::cpu()};
-  if (cuda::is_available()) devices.push_back(Device::cuda());
+  std::vector<Device> devices;
+  for (const Backend* backend : available_backends())
+    devices.push_back(Device{backend->device_type(), 0});
   return devices;
 }
 

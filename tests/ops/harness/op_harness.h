@@ -44,8 +44,8 @@ const ModeDef& mode_def(Mode mode);
 // Throws InvalidArgument naming the modes for an unknown name.
 Mode parse_mode(const std::string& name);
 
-// The devices whose backends the harness runs: the CPU (also the reference) and each other
-// backend that can run here. The one place that lists backends.
+// The devices whose backends the harness runs: device 0 of every backend in the registry that
+// comes up here (available_backends), the CPU, which is also the reference, first.
 std::vector<Device> harness_devices();
 
 // A precision the backends mode compares with the CPU f32 reference: a dtype, and for f32 on a
