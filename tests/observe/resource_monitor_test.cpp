@@ -211,7 +211,14 @@ TEST(ResourceMonitor, CountsAChildProcessTree) {
   options.nvml_library = "libnvidia-ml-absent-for-the-test.so.1";
   ResourceMonitor monitor(options);
   monitor.start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  // Until the busy child has used 0.3 CPU seconds, however long a loaded machine takes to give
+  // them: the test waits for work done, not for a time.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  for (;;) {
+    const auto times = observe::read_process_times(shell, true);
+    if ((times && times->cpu_seconds >= 0.3) || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   monitor.stop();
   const observe::ResourceSummary tree = monitor.summary();
   // The shell alone only waits.
@@ -225,10 +232,10 @@ TEST(ResourceMonitor, CountsAChildProcessTree) {
   kill(-shell, SIGKILL);
   waitpid(shell, nullptr, 0);
   ASSERT_TRUE(tree_times && shell_times);
-  // The busy child gets at least a share of a core even on a loaded machine.
+  // The tree's CPU is the busy child's, which the shell's own figures leave out.
   EXPECT_GT(tree_times->cpu_seconds, shell_times->cpu_seconds + 0.1);
-  EXPECT_GT(tree.peak_process_cpu_percent, 15.0);
-  EXPECT_LT(shell_only.summary().peak_process_cpu_percent, 10.0);
+  EXPECT_GT(tree.peak_process_cpu_percent, 0.0);
+  EXPECT_GT(tree.peak_process_cpu_percent, shell_only.summary().peak_process_cpu_percent);
   EXPECT_GT(tree.peak_rss_bytes, shell_only.summary().peak_rss_bytes);
 }
 
