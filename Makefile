@@ -4,7 +4,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 RUN_ARGS ?=
 
-.PHONY: all deps configure build build-cli run test bench clean format
+.PHONY: all deps configure build build-cli run test test-sanitize bench clean format
 
 all: build
 
@@ -26,6 +26,30 @@ run: build-cli
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+# The library and the tests built with AddressSanitizer and UndefinedBehaviorSanitizer, in a build
+# of their own (README.md, "make test"): -O1 -g, what ASan's documentation recommends for
+# reasonable speed with reports whose frames and lines are all there; no CUDA (nvcc and ASan do not mix, and CI has no GPU: src/backend/no_cuda.cpp stands
+# in), no fuzz sub-build, no benchmark programs (target tandem_tests).
+SANITIZE_DIR ?= build-sanitize
+SANITIZE_SUPP := $(CURDIR)/tests/sanitizers
+# Left out under the sanitizers: the layer probes and the installed package (labels build: they
+# check what the compiler accepts and how the package installs, run no code of Tandem's beyond
+# what the unit tests run, and cost a configure and a build), the fuzz targets (not built here;
+# sanitized in their own sub-build by `make test`) and the 5-epoch training run (integration: it
+# runs alone, for minutes, the training code that the unit tests and the example already run
+# under the sanitizers). Leak suppressions, for Open MPI only, are in tests/sanitizers/lsan.supp.
+SANITIZE_EXCLUDE_LABELS ?= ^(build|fuzz|integration)$$
+test-sanitize: export ASAN_OPTIONS = detect_leaks=1:halt_on_error=1:abort_on_error=0:strict_string_checks=1:check_initialization_order=1:detect_stack_use_after_return=0:print_suppressions=0
+test-sanitize: export UBSAN_OPTIONS = print_stacktrace=1:halt_on_error=1:suppressions=$(SANITIZE_SUPP)/ubsan.supp
+test-sanitize: export LSAN_OPTIONS = suppressions=$(SANITIZE_SUPP)/lsan.supp:print_suppressions=0
+
+test-sanitize: deps
+	@cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" -DTANDEM_SANITIZE=address,undefined \
+	  -DTANDEM_CUDA=OFF -DTANDEM_FUZZ=OFF >/dev/null
+	@cmake --build $(SANITIZE_DIR) -j $(JOBS) --target tandem_tests
+	ctest --test-dir $(SANITIZE_DIR) --output-on-failure -j $(JOBS) -LE '$(SANITIZE_EXCLUDE_LABELS)'
 
 bench: build
 	bench/cnn_vs_peers.sh
