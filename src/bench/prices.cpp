@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include <toml++/toml.h>
 
+#include "core/files.h"
 #include "core/text.h"
 #include "tandem/bench.h"
 #include "tandem/error.h"
@@ -94,7 +93,7 @@ date = "2025-01"
 )toml";
 
 // The largest price table `load_prices` reads: a table of a few dozen devices is a few KiB.
-constexpr std::uintmax_t kMaxPriceFileBytes = std::uintmax_t{1} << 20;
+constexpr std::uint64_t kMaxPriceFileBytes = std::uint64_t{1} << 20;  // 1 MiB
 
 std::string_view trim(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
@@ -305,24 +304,6 @@ class PriceReader {
   std::string origin_;
 };
 
-// What a path that is not a regular file is, for the error that refuses it.
-std::string file_kind(std::filesystem::file_type type) {
-  switch (type) {
-    case std::filesystem::file_type::directory:
-      return "a directory";
-    case std::filesystem::file_type::fifo:
-      return "a FIFO";
-    case std::filesystem::file_type::character:
-      return "a character device";
-    case std::filesystem::file_type::block:
-      return "a block device";
-    case std::filesystem::file_type::socket:
-      return "a socket";
-    default:
-      return "not a regular file";
-  }
-}
-
 }  // namespace
 
 const char* default_prices_toml() {
@@ -339,30 +320,18 @@ PriceTable parse_prices(std::string_view text, const std::string& origin) {
 }
 
 PriceTable load_prices(const std::string& path) {
-  const std::string fix =
-      "; pass a TOML file (tandem bench --print-prices writes the defaults to start from)";
-  // Look before opening: reading /dev/zero or a FIFO would not end (or not end soon).
-  std::error_code error;
-  const std::filesystem::file_status status = std::filesystem::status(path, error);
-  if (error) throw IoError("cannot read the price table " + path + ": " + error.message() + fix);
-  if (status.type() != std::filesystem::file_type::regular) {
-    throw IoError("the price table " + path + " is " + file_kind(status.type()) + fix);
+  // core's reader refuses a FIFO or a device such as /dev/zero before opening it, and a file past
+  // a price table's size bound, naming the path and what is there.
+  std::vector<std::uint8_t> bytes;
+  try {
+    bytes = read_whole_file(path, {.max_bytes = kMaxPriceFileBytes});
+  } catch (const IoError& error) {
+    throw IoError("the price table " + std::string(error.what()) +
+                  "; pass a TOML file (tandem bench --print-prices writes the defaults to start "
+                  "from)");
   }
-  const std::uintmax_t size = std::filesystem::file_size(path, error);
-  if (!error && size > kMaxPriceFileBytes) {
-    throw IoError("the price table " + path + " has " + std::to_string(size) +
-                  " bytes, more than a price table's limit of 1 MiB" + fix);
-  }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw IoError("cannot open the price table " + path + fix);
-  std::string text(kMaxPriceFileBytes + 1, '\0');
-  file.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (file.bad()) throw IoError("cannot read the price table " + path + fix);
-  text.resize(static_cast<std::size_t>(file.gcount()));
-  if (text.size() > kMaxPriceFileBytes) {
-    throw IoError("the price table " + path + " grew past a price table's limit of 1 MiB" + fix);
-  }
-  return parse_prices(text, path);
+  return parse_prices(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                      path);
 }
 
 std::optional<PriceTable::Quote> PriceTable::quote(std::string_view device_name,

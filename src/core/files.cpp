@@ -34,34 +34,31 @@ const char* kind_of(mode_t mode) {
   throw IoError(message);
 }
 
-// stat(2) of `path`, with the errors a person can act on.
-struct stat status_of(const std::string& path, std::string_view context) {
-  struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) {
-      throw IoError(path + ": no such file" + with_context(context) + "; check the path");
-    }
-    throw IoError(path + ": cannot open (" + std::strerror(errno) +
-                  "); check the file's permissions");
+// The error of a failed stat(2) or open(2) of `path`, from errno, as a person can act on it.
+[[noreturn]] void throw_open_error(const std::string& path, std::string_view context) {
+  if (errno == ENOENT || errno == ENOTDIR) {
+    throw IoError(path + ": no such file" + with_context(context) + "; check the path");
   }
+  throw IoError(path + ": cannot open (" + std::strerror(errno) +
+                "); check the file's permissions");
+}
+
+// stat(2) of `path`, which must be a regular file.
+struct stat regular_file_status(const std::string& path, std::string_view context) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) throw_open_error(path, context);
+  if (!S_ISREG(info.st_mode)) refuse(path, info.st_mode, context);
   return info;
 }
 
 // Reads the file into the buffer `allocate(size)` returns.
 void read_into(const std::string& path, const ReadFileOptions& options,
                const std::function<std::uint8_t*(std::size_t)>& allocate) {
-  const struct stat before = status_of(path, options.context);
-  if (!S_ISREG(before.st_mode)) refuse(path, before.st_mode, options.context);
+  regular_file_status(path, options.context);
   // O_NONBLOCK: should the path have become a FIFO since the stat, open returns at once instead
   // of waiting for a writer, and the fstat below refuses it. Regular files ignore the flag.
   const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0) {
-    if (errno == ENOENT) {
-      throw IoError(path + ": no such file" + with_context(options.context) + "; check the path");
-    }
-    throw IoError(path + ": cannot open (" + std::strerror(errno) +
-                  "); check the file's permissions");
-  }
+  if (fd.get() < 0) throw_open_error(path, options.context);
   struct stat info {};
   if (::fstat(fd.get(), &info) != 0) {
     throw IoError(path + ": cannot read (" + std::string(std::strerror(errno)) + ")");
@@ -97,8 +94,7 @@ FileDescriptor::~FileDescriptor() {
 }
 
 void require_regular_file(const std::string& path, std::string_view context) {
-  const struct stat info = status_of(path, context);
-  if (!S_ISREG(info.st_mode)) refuse(path, info.st_mode, context);
+  regular_file_status(path, context);
 }
 
 std::vector<std::uint8_t> read_whole_file(const std::string& path, ReadFileOptions options) {

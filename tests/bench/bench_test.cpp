@@ -182,12 +182,12 @@ TEST(BenchPrices, LoadsOnlyASmallRegularFile) {
        {std::pair<std::string, std::string>{"/dev/zero", "a character device"},
         {dir.path().string(), "a directory"},
         {fifo, "a FIFO"},
-        {big, "1048577 bytes, more than a price table's limit of 1 MiB"}}) {
+        {big, "is 1048577 bytes, more than the 1048576 bytes"}}) {
     try {
       load_prices(path);
       ADD_FAILURE() << "no IoError for " << path;
     } catch (const IoError& error) {
-      expect_contains(error.what(), "the price table " + path);
+      expect_contains(error.what(), "the price table " + path + ":");
       expect_contains(error.what(), kind);
       expect_contains(error.what(), "--print-prices");
     }

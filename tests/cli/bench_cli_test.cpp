@@ -95,7 +95,7 @@ TEST(BenchCli, PriceTablesAreCheckedAndPrintable) {
   // Not a file to read to the end: refused before reading, naming the path.
   const CliResult device = run_cli({"bench", "--prices", "/dev/zero"});
   EXPECT_EQ(device.status, 1);
-  expect_contains(device.err, "the price table /dev/zero is a character device");
+  expect_contains(device.err, "the price table /dev/zero: is a character device");
 }
 
 TEST(BenchCli, OptionsAreChecked) {
