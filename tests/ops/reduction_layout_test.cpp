@@ -59,7 +59,9 @@ TEST(Reduction, AllAxisPatternsMatchNaiveSums) {
     expect_close(sum(cast(x, DType::f32), axes, true), reference, 1e-5, "sum f32");
   }
   const Tensor large = random_tensor({64, 40, 32});
-  expect_close(sum(cast(large, DType::f32), {0, 1}), sum(large, {0, 1}), 1e-4, "oneDNN sum");
+  // 2,560 terms of magnitude up to 2 in f32: the rounding can reach n * eps * max|x| = 3e-4 in
+  // absolute terms, and a sum near zero leaves no relative slack (1e-4 failed about 1 seed in 200).
+  expect_close(sum(cast(large, DType::f32), {0, 1}), sum(large, {0, 1}), 5e-4, "oneDNN sum");
   expect_close(mean(cast(large, DType::f32), {2}), mean(large, {2}), 1e-5, "oneDNN mean");
   expect_close(reduce_max(cast(large, DType::f32), {1}), reduce_max(large, {1}), 1e-6, "oneDNN max");
 }
