@@ -1,6 +1,8 @@
 """Tandem against TensorFlow/Keras and PyTorch on the main job (the Fashion-MNIST CNN): same
 batch size, threads and data, R repeats interleaved; prints each framework's median samples/s
-and spread, and Tandem's ratio to each peer against the targets. Needs only the standard
+and spread, and Tandem's ratio to each peer against the targets. Each framework runs its step
+both ways: Tandem compiled (--jit on) and eager (tandem-eager), Keras' tf.function and with
+jit_compile=True (tensorflow-xla), PyTorch eager and torch.compile (pytorch-compile). Needs only the standard
 library: the peers run in the project virtualenv (scripts/python-env.sh bench), Tandem from
 build/tandem or $TANDEM_BIN.
 
@@ -19,13 +21,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# Each peer's script, and whether it runs with --compile.
 PEER_SCRIPTS = {
-    "tensorflow": REPO / "bench/peers/tf_cnn.py",
-    "pytorch": REPO / "bench/peers/torch_cnn.py",
+    "tensorflow": (REPO / "bench/peers/tf_cnn.py", False),
+    "tensorflow-xla": (REPO / "bench/peers/tf_cnn.py", True),
+    "pytorch": (REPO / "bench/peers/torch_cnn.py", False),
+    "pytorch-compile": (REPO / "bench/peers/torch_cnn.py", True),
 }
-FRAMEWORKS = ["tandem", *PEER_SCRIPTS]
-# Tandem's samples/s must be at least this multiple of each peer's.
-TARGETS = {"tensorflow": 1.5, "pytorch": 1.2}
+# Tandem's training step compiled (the default) and eager.
+TANDEM_JIT = {"tandem": "on", "tandem-eager": "off"}
+FRAMEWORKS = [*TANDEM_JIT, *PEER_SCRIPTS]
+# Tandem's (compiled) samples/s must be at least this multiple of each peer's; and its compiled
+# step at least 1.3x its eager one.
+TARGETS = {"tensorflow": 1.5, "pytorch": 1.2, "tandem-eager": 1.3}
 # Tandem's `train` leaves its first 10 steps out of samples_per_sec; the peers are told the same.
 WARMUP_STEPS = 10
 INDEX_UNREACHABLE = 3  # scripts/python-env.sh's status when the package index cannot be reached
@@ -164,7 +172,7 @@ def read_run(framework, report, others_share):
         samples_per_sec=report["samples_per_sec"],
         epoch_seconds=report["epoch_seconds"],
         test_accuracy=report["test_accuracy"],
-        version=report["tandem_version" if framework == "tandem" else "version"],
+        version=report["tandem_version" if framework in TANDEM_JIT else "version"],
         others_share=others_share,
         report=report,
     )
@@ -194,17 +202,20 @@ def build_commands(frameworks, args, python):
     for framework in frameworks:
         if framework.skipped:
             continue
-        if framework.name == "tandem":
+        if framework.name in TANDEM_JIT:
             if not os.access(args.tandem, os.X_OK):
                 framework.skipped = (
                     f"no tandem binary at {args.tandem}: run `make build` or set TANDEM_BIN"
                 )
                 continue
             # --quiet: no progress bar, as the peers train with Keras' verbose=0.
-            framework.command = [args.tandem, "train", *job, "--quiet"]
+            jit = ["--jit", TANDEM_JIT[framework.name]]
+            framework.command = [args.tandem, "train", *job, *jit, "--quiet"]
         else:
-            script = str(PEER_SCRIPTS[framework.name])
-            framework.command = [str(python), script, *job, "--warmup-steps", str(WARMUP_STEPS)]
+            script, compiled = PEER_SCRIPTS[framework.name]
+            framework.command = [str(python), str(script), *job, "--warmup-steps", str(WARMUP_STEPS)]
+            if compiled:
+                framework.command.append("--compile")
 
 
 def run_once(framework, report_path, args):

@@ -31,6 +31,12 @@ def parse_args(framework):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", help="also write the JSON result to this file")
     parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile the training step: Keras' jit_compile=True (XLA) for TensorFlow, "
+        "torch.compile for PyTorch (the default is tf.function without XLA, and eager PyTorch)",
+    )
+    parser.add_argument(
         "--no-evaluate",
         action="store_true",
         help="skip the (untimed) test-set accuracy after training",
@@ -131,6 +137,7 @@ def emit(args, framework, version, clock, epoch_seconds, test_accuracy, layout):
         "steps": len(clock.step_seconds),
         "warmup_steps": args.warmup_steps,
         "layout": layout,
+        "compiled": args.compile,
     }
     line = json.dumps(result)
     if args.report:

@@ -56,6 +56,7 @@ def main():
         optimizer=tf.keras.optimizers.Adam(learning_rate=1e-3),
         loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
+        jit_compile=args.compile,
     )
     clock = common.StepClock(args.warmup_steps)
     timing = step_timing_callback(tf, clock, len(train_images), args.batch_size)
@@ -75,7 +76,7 @@ def main():
         _, test_accuracy = model.evaluate(test_images, test_labels, batch_size=1000, verbose=0)
     common.emit(
         args,
-        framework="tensorflow",
+        framework="tensorflow-xla" if args.compile else "tensorflow",
         version=f"{tf.__version__} (keras {keras.__version__})",
         clock=clock,
         epoch_seconds=timing.epoch_seconds,

@@ -39,6 +39,8 @@ def main():
     model = torch_zoo.cnn(input_shape=(28, 28, 1), num_classes=10)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
+    # torch.compile traces and generates C++ on the first call (inside the warm-up steps).
+    train_model = torch.compile(model) if args.compile else model
 
     clock = common.StepClock(args.warmup_steps)
     epoch_seconds = []
@@ -49,7 +51,7 @@ def main():
         loss_sum, correct = 0.0, 0
         for images, labels in loader:  # (B, 1, 28, 28) f32, (B,) i64
             optimizer.zero_grad(set_to_none=True)
-            logits = model(images)  # (B, 10)
+            logits = train_model(images)  # (B, 10)
             loss = loss_fn(logits, labels)
             loss.backward()
             optimizer.step()
@@ -73,7 +75,7 @@ def main():
         test_accuracy = (logits.argmax(dim=1).numpy() == test_labels).mean()
     common.emit(
         args,
-        framework="pytorch",
+        framework="pytorch-compile" if args.compile else "pytorch",
         version=torch.__version__,
         clock=clock,
         epoch_seconds=epoch_seconds,

@@ -64,6 +64,7 @@ class LossScaleOptimizer final : public train::Optimizer {
   std::string name() const override { return "LossScaleOptimizer"; }
   std::vector<std::string> slot_names() const override { return inner_->slot_names(); }
   Tensor scale_loss(const Tensor& loss) const override;
+  std::string untraceable_reason() const override;
   std::optional<train::LossScaleState> loss_scale_state() const override;
   void set_loss_scale_state(const train::LossScaleState& state) override;
 
@@ -75,7 +76,7 @@ class LossScaleOptimizer final : public train::Optimizer {
  protected:
   bool accept_gradients(std::vector<Tensor>& gradients) override;
   void update(Tensor& variable, const Tensor& gradient, std::vector<Tensor>& slots,
-              double learning_rate, std::int64_t step) override;
+              const Tensor& schedule) override;
 
  private:
   std::shared_ptr<train::Optimizer> inner_;

@@ -441,6 +441,9 @@ class Model {
   //                .metrics = {"accuracy"}});
   void compile(const train::CompileOptions& options);
   bool compiled() const;
+  // Whether fit runs the training step compiled (CompileOptions::jit_compile and whether the
+  // step can be).
+  bool jit_compiled() const;
   train::Optimizer& optimizer() const;
   const train::Loss& loss() const;
   std::vector<std::shared_ptr<train::Metric>> metrics() const;

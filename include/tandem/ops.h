@@ -4,6 +4,7 @@
 // kernels. All image ops are NHWC; filters are (KH, KW, C_in, C_out) as in TensorFlow.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,8 @@ namespace tandem {
 #define TANDEM_OPS_elementwise(X)                                                    \
   /* element-wise unary */                                                           \
   X(neg)                                                                             \
-  X(abs) X(sign) X(exp) X(log) X(sqrt) X(rsqrt) X(square) X(relu) X(gelu) X(sigmoid) \
+  X(abs)                                                                             \
+  X(sign) X(exp) X(log) X(sqrt) X(rsqrt) X(square) X(relu) X(gelu) X(sigmoid)        \
       X(tanh) /* their backward kernels (dy with the forward input x or output y) */ \
       X(relu_backward) X(gelu_backward) X(sigmoid_backward)                          \
           X(tanh_backward) /* binary with NumPy broadcasting */                      \
@@ -45,10 +47,11 @@ namespace tandem {
 #define TANDEM_OPS_optimizer(X) X(sgd_update) X(adam_update)
 
 // The families in table order: F(family, X) for each.
-#define TANDEM_OP_FAMILIES(F, X)                                                              \
-  F(elementwise, X)                                                                           \
-  F(reduction, X) F(gather, X) F(linalg, X) F(conv, X) F(pool, X) F(norm, X) F(layer_norm, X) \
-      F(softmax, X) F(layout, X) F(dropout, X) F(loss, X) F(optimizer, X)
+#define TANDEM_OP_FAMILIES(F, X)                                                            \
+  F(elementwise, X)                                                                         \
+  F(reduction, X)                                                                           \
+  F(gather, X) F(linalg, X) F(conv, X) F(pool, X) F(norm, X) F(layer_norm, X) F(softmax, X) \
+      F(layout, X) F(dropout, X) F(loss, X) F(optimizer, X)
 #define TANDEM_OPS_OF_FAMILY(family, X) TANDEM_OPS_##family(X)
 // X(op) for every op, in table order.
 #define TANDEM_OPS(X) TANDEM_OP_FAMILIES(TANDEM_OPS_OF_FAMILY, X)
@@ -228,7 +231,9 @@ struct DropoutResult {
   Tensor y;
   Tensor mask;  // 0 or 1/(1-rate), x's dtype: y = x * mask
 };
-// Draws the mask from `generator` (counter-based, so reproducible on any device).
+// Draws the mask from `generator` (counter-based, so reproducible on any device). Inside a
+// compiled step the draw happens at each run, so the generator must outlive the step (a layer's
+// own and the default one do).
 DropoutResult dropout(const Tensor& x, double rate, Generator& generator = default_generator());
 
 struct CrossEntropyResult {
@@ -240,24 +245,44 @@ CrossEntropyResult sparse_softmax_cross_entropy_with_logits(const Tensor& logits
                                                             const Tensor& labels);
 
 // ---- optimizer updates, in place on `param` and the slots ----
+// The learning rate and step of an update are an operand, not an attribute: a compiled step
+// (tandem/compile.h) reads them anew on every run, so a schedule never causes a recompile, and a
+// CUDA graph or XLA executable takes them from device memory.
+// f64 (2,) {learning_rate, step} on `device`; step counts updates from 1 (Adam's bias correction).
+Tensor update_schedule(double learning_rate, std::int64_t step, Device device = Device::cpu());
+
 struct SgdOptions {
-  double learning_rate = 0.01;
   double momentum = 0.0;
   bool nesterov = false;
   double weight_decay = 0.0;  // L2 term added to the gradient
 };
-// velocity may be undefined when momentum is 0.
-void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdOptions& options);
+// velocity may be undefined when momentum is 0; schedule from update_schedule (its step unused).
+void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const Tensor& schedule,
+                const SgdOptions& options = {});
 
 struct AdamOptions {
-  double learning_rate = 0.001;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double epsilon = 1e-7;      // Keras' default
   double weight_decay = 0.0;  // decoupled (AdamW) when > 0
 };
-// step counts from 1 and drives the bias correction.
-void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, std::int64_t step,
-                 const AdamOptions& options);
+void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const Tensor& schedule,
+                 const AdamOptions& options = {});
+
+// ---- values the host computes for every run of a step ----
+// Fills a CPU tensor of the operand's shape and dtype.
+using HostFill = std::function<void(Tensor& host)>;
+// A small operand the host computes for each step: an optimizer's learning rate and step,
+// dropout's seed and counter offset. Eagerly `fill` runs now and the result is copied to
+// `device`. Inside a traced step it does not run then: the compiled graph takes the value as an
+// input and runs `fill` before each of its runs, in the order of the trace, so these values are
+// never constants of the graph (no recompile when they change) and `fill` may advance host state
+// (a step counter, a random stream) exactly as the eager step would. `what` names the value in
+// the graph's listing.
+Tensor host_operand(const char* what, const Shape& shape, DType dtype, Device device,
+                    HostFill fill);
+// Whether this thread is tracing a step (tandem/compile.h): ops return symbolic tensors, and
+// host control flow on values (or on state the step changes) cannot be traced.
+bool tracing();
 
 }  // namespace tandem

@@ -29,6 +29,11 @@ class SpanObserver {
 // it saw begin: make it an object with static storage duration.
 void set_span_observer(SpanObserver* observer);
 
+// The innermost forward, backward or optimizer span open on the calling thread, or
+// SpanKind::step when none is: a traced step records it for each node, so that a compiled
+// step's nodes run inside the same phases as the eager ops they stand for.
+SpanKind current_phase();
+
 // Marks a span of the calling thread from construction to destruction:
 //   { SpanScope forward(SpanKind::forward); logits = model(x, true); ... }
 class SpanScope {
@@ -42,6 +47,7 @@ class SpanScope {
   SpanObserver* observer_ = nullptr;  // the observer at construction, if any
   std::int64_t begin_value_ = 0;
   SpanKind kind_;
+  SpanKind outer_phase_;
   std::string label_;
 };
 

@@ -3,6 +3,7 @@
 #include "tandem/attrs.h"
 #include "tandem/autodiff.h"
 #include "tandem/bench.h"
+#include "tandem/compile.h"
 #include "tandem/cuda.h"
 #include "tandem/data.h"
 #include "tandem/device.h"

@@ -56,11 +56,16 @@ class Tensor {
   template <typename T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape,
                             Device device = Device::cpu());
+  // A tensor with a shape, dtype and device but no value: what ops return while a step is being
+  // traced (tandem/compile.h). `origin` says what produced it ("output 0 of matmul, node 12");
+  // reading its value throws an Error naming it.
+  static Tensor symbolic(const Shape& shape, DType dtype, Device device, std::string origin);
   // A tensor sharing `storage` from byte `offset`; used for views and by backends.
   static Tensor from_storage(std::shared_ptr<Storage> storage, std::size_t offset,
                              const Shape& shape, DType dtype);
 
   bool defined() const { return impl_ != nullptr; }
+  bool is_symbolic() const;
   const Shape& shape() const;
   std::int64_t dim(int axis) const;  // negative axes count from the end
   int rank() const { return static_cast<int>(shape().size()); }
@@ -70,6 +75,9 @@ class Tensor {
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype()); }
   // Identity of this tensor's value; views share storage but not identity.
   std::uint64_t id() const;
+  // How many handles share this tensor (copies of a Tensor share it; views do not): a compiled
+  // graph treats a tensor nothing else holds, and that it never writes, as a constant.
+  long use_count() const { return impl_.use_count(); }
 
   void* raw_data() const;
   template <typename T>

@@ -347,6 +347,10 @@ class Optimizer {
   // The loss to take gradients of (Keras 3's Optimizer.scale_loss): the loss itself, or, for an
   // optimizer that scales the loss, the loss times its scale.
   virtual Tensor scale_loss(const Tensor& loss) const { return loss; }
+  // Why this optimizer's step cannot run inside a compiled step (tandem/compile.h), or empty
+  // when it can: a decision the host makes from the step's values, which a graph traced once
+  // cannot repeat.
+  virtual std::string untraceable_reason() const;
 
  protected:
   Optimizer(LearningRate learning_rate, OptimizerOptions options, int num_slots);
@@ -355,9 +359,10 @@ class Optimizer {
   // when they overflowed). The default accepts them as they are.
   virtual bool accept_gradients(std::vector<Tensor>& gradients) { return true; }
   // One variable's update; `slots` holds num_slots tensors shaped like the variable (zeros at
-  // first); `step` counts from 1.
+  // first); `schedule` is the step's {learning_rate, step} operand (update_schedule in
+  // tandem/ops.h), step counting from 1, shared by every variable of the step.
   virtual void update(Tensor& variable, const Tensor& gradient, std::vector<Tensor>& slots,
-                      double learning_rate, std::int64_t step) = 0;
+                      const Tensor& schedule) = 0;
 
  private:
   void apply_now(const std::vector<Tensor>& gradients, const std::vector<Tensor>& variables);
@@ -385,7 +390,7 @@ class SGD final : public Optimizer {
 
  protected:
   void update(Tensor& variable, const Tensor& gradient, std::vector<Tensor>& slots,
-              double learning_rate, std::int64_t step) override;
+              const Tensor& schedule) override;
 
  private:
   double momentum_;
@@ -406,7 +411,7 @@ class Adam : public Optimizer {
   Adam(LearningRate learning_rate, double weight_decay, double beta_1, double beta_2,
        double epsilon, OptimizerOptions options);
   void update(Tensor& variable, const Tensor& gradient, std::vector<Tensor>& slots,
-              double learning_rate, std::int64_t step) override;
+              const Tensor& schedule) override;
 
  private:
   double weight_decay_;
@@ -616,7 +621,17 @@ struct CompileOptions {
   Spec<Optimizer> optimizer = "adam";
   Spec<Loss> loss;
   std::vector<Spec<Metric>> metrics;
+  // Keras' jit_compile: whether fit and train_on_batch run the training step compiled
+  // (tandem/compile.h: traced once per batch signature, then run as one planned graph). Unset:
+  // Tandem's default, train::default_jit_compile(). true where the step cannot be compiled
+  // (a loss-scaling or gradient-accumulating optimizer, a distribution strategy) is an error
+  // naming why.
+  std::optional<bool> jit_compile;
 };
+
+// Whether Model::compile compiles the training step when CompileOptions::jit_compile is unset
+// and the step can be compiled: see the README (Compiled steps) for why it is what it is.
+bool default_jit_compile();
 
 struct FitOptions {
   std::vector<std::shared_ptr<Callback>> callbacks;

@@ -53,7 +53,8 @@ struct TrainOptions {
   std::string data_dir = data::kFashionMnistDefaultDir;
   double validation_split = 0.0;
   std::string report_path;
-  int verbosity = 1;  // 0 quiet, 1 progress bar, 2 also the model summary and data details
+  int verbosity = 1;        // 0 quiet, 1 progress bar, 2 also the model summary and data details
+  std::optional<bool> jit;  // unset: train::default_jit_compile()
   ObserveOptions observe;
   CheckpointingOptions checkpointing;
   StrategyOptions strategy;
@@ -123,6 +124,13 @@ const OptionTable<TrainOptions>& train_options() {
         {"--report", "FILE",
          "also write the results (settings, test accuracy and loss, samples/s, times) as JSON",
          into(&O::report_path, parse_output_path)},
+        {"--jit", "on|off",
+         "run the training step compiled (traced once, then one planned graph a step) or "
+         "eagerly, op by op; the results are the same bit for bit (default: on where the step "
+         "can be compiled)",
+         [](O& options, const std::string& option, const std::string& text) {
+           options.jit = one_of({"on", "off"}, "jit")(option, text) == "on";
+         }},
         {"--quiet", "", "no progress bar, only the results",
          [](O& options, const std::string&, const std::string&) { options.verbosity = 0; }},
         {"--verbose", "", "also print the model summary and the data details",
@@ -270,9 +278,12 @@ std::int64_t search_max_batch(const TrainOptions& options, const distribute::Str
     try {
       const data::Pipeline two_steps = fashion_mnist_input(trial).training.take(2);
       nn::Model model = nn::zoo::build(options.model, image_shape, kFashionMnistClasses);
+      // Compiled or eager as the run will be: a compiled step holds its planned block
+      // between steps, an eager one frees its activations.
       model.compile({.optimizer = train::Adam(options.learning_rate),
                      .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true),
-                     .metrics = {}});
+                     .metrics = {},
+                     .jit_compile = options.jit});
       train::FitOptions quiet;
       quiet.verbose = 0;
       model.fit(two_steps, 1, quiet);
@@ -382,14 +393,15 @@ int run_train(const ParsedArgs& args) {
           : train::LearningRate(global.learning_rate);
   model.compile({.optimizer = train::Adam(learning_rate),
                  .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true),
-                 .metrics = {"accuracy"}});
+                 .metrics = {"accuracy"},
+                 .jit_compile = options.jit});
   if (options.verbosity == 2) model.summary(std::cout);
   if (chatty) {
     std::cout << "training " << options.model << " for " << plural(options.epochs, "epoch")
               << ", batch size " << options.batch_size << ", Adam lr " << global.learning_rate
               << (options.schedule == "cosine" ? " with cosine decay" : "") << ", seed "
               << options.seed << (options.checkpointing.deterministic ? ", deterministic" : "")
-              << "\n";
+              << (model.jit_compiled() ? ", compiled step" : ", eager step") << "\n";
   }
 
   train::FitOptions fit_options;
@@ -447,6 +459,7 @@ int run_train(const ParsedArgs& args) {
                                   {"seed", options.seed},
                                   {"validation_split", options.validation_split},
                                   {"deterministic", options.checkpointing.deterministic},
+                                  {"jit", model.jit_compiled()},
                                   {"test_accuracy", test_accuracy},
                                   {"test_loss", test_loss},
                                   {"samples_per_sec", samples_per_sec},

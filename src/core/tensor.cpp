@@ -17,6 +17,8 @@ struct Tensor::Impl {
   std::uint64_t id = 0;
   bool is_variable = false;
   std::string name;
+  // Non-empty for a symbolic tensor (a value of a step being traced): what produced it.
+  std::string symbolic_origin;
 };
 
 namespace {
@@ -59,6 +61,19 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, std::size_t offset
   impl->offset = offset;
   impl->id = next_tensor_id();
   return Tensor(std::move(impl));
+}
+
+Tensor Tensor::symbolic(const Shape& shape, DType dtype, Device device, std::string origin) {
+  TANDEM_ASSERT(!origin.empty(), "a symbolic tensor needs to say what produced it");
+  // A storage of no bytes and no allocator: it holds only the device.
+  Tensor tensor =
+      from_storage(std::make_shared<Storage>(nullptr, 0, device, nullptr), 0, shape, dtype);
+  tensor.impl_->symbolic_origin = std::move(origin);
+  return tensor;
+}
+
+bool Tensor::is_symbolic() const {
+  return impl_ != nullptr && !impl_->symbolic_origin.empty();
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
@@ -135,6 +150,14 @@ std::uint64_t Tensor::id() const {
 
 void* Tensor::raw_data() const {
   TANDEM_ASSERT(impl_, "data of an undefined tensor");
+  if (!impl_->symbolic_origin.empty()) {
+    throw Error(std::string("the value of ") + dtype_name(impl_->dtype) + " " +
+                shape_str(impl_->shape) + ", " + impl_->symbolic_origin +
+                ", was read on the host inside a traced step (item(), to_vector(), data(), to()); "
+                "inside a compiled step a value exists only when the graph runs. Read it after "
+                "the step returns, or run this step eagerly (tandem train --jit off, "
+                "CompileOptions::jit_compile = false)");
+  }
   return static_cast<char*>(impl_->storage->data()) + impl_->offset;
 }
 

@@ -171,6 +171,10 @@ std::optional<Element> apply_guarded(const std::function<Element(Element)>& fn, 
   std::string message;
   try {
     return fn(std::move(element));
+  } catch (const OutOfMemory&) {
+    // Not the element's fault: never skipped, and still an OutOfMemory for whoever handles
+    // that (a batch-size search, fit's advice).
+    throw;
   } catch (const IoError& error) {
     message = element_error(stage, origin, error.what());
     if (on_error == OnError::raise) rethrow_as<IoError>(message);

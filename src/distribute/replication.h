@@ -79,6 +79,7 @@ class OneDeviceDistribution final : public train::detail::Distribution {
   std::pair<Tensor, Tensor> step(const Tensor& x, const Tensor& y, const train::Loss& loss,
                                  const train::detail::ReplicaStepFn& run_replica) override;
   Device input_device() const override { return device_; }
+  bool single_replica() const override { return true; }
 
  private:
   Device device_;

@@ -9,6 +9,9 @@
 #include "tandem/nn.h"
 #include "tandem/train.h"
 
+namespace tandem {
+class StepCache;
+}
 namespace tandem::train::detail {
 class Distribution;
 }
@@ -34,6 +37,10 @@ struct Model::State {
   std::vector<std::shared_ptr<train::Metric>> metrics;
   // The strategy's distribution when compiled inside Strategy::scope(); fit runs through it.
   std::shared_ptr<train::detail::Distribution> distribution;
+  // Whether fit runs the training step compiled (CompileOptions::jit_compile), and the compiled
+  // versions of it by signature.
+  bool jit = false;
+  std::shared_ptr<StepCache> train_steps;
   // fit's running mean of the epoch's loss; here rather than in fit so a checkpoint can keep it.
   train::Mean epoch_loss{"loss"};
 

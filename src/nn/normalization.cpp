@@ -73,7 +73,7 @@ class BatchNormalizationLayer final : public LayerBase {
     NoGradGuard no_grad;
     Tensor no_velocity;
     sgd_update(moving, sub(moving, batch), no_velocity,
-               SgdOptions{.learning_rate = 1.0 - momentum_});
+               update_schedule(1.0 - momentum_, 1, moving.device()));
   }
 
   double momentum_;

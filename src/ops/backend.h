@@ -111,5 +111,8 @@ class OpObserver {
 };
 void add_op_observer(OpObserver* observer);
 void remove_op_observer(OpObserver* observer);
+// For ops run outside call_op (the nodes of a compiled step): the observers registered now, to
+// call around each kernel (empty, and so free, when nothing observes).
+std::shared_ptr<const std::vector<OpObserver*>> current_op_observers();
 
 }  // namespace tandem

@@ -6,6 +6,7 @@
 
 #include "core/allocator.h"
 #include "ops/backend.h"
+#include "ops/trace_hook.h"
 #include "tandem/runtime.h"
 
 namespace tandem {
@@ -129,6 +130,10 @@ void remove_op_observer(OpObserver* observer) {
   observers().store(std::move(updated));
 }
 
+std::shared_ptr<const std::vector<OpObserver*>> current_op_observers() {
+  return observers().load();
+}
+
 std::vector<Tensor> call_op(OpKind kind, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   const OpDef& def = op_def(kind);
   const int count = static_cast<int>(inputs.size());
@@ -166,23 +171,30 @@ std::vector<Tensor> call_op(OpKind kind, const std::vector<Tensor>& inputs, cons
                 "); cast to f32 or run on another device");
   }
 
+  // Traced: the recorder makes symbolic outputs and the kernel runs later, in the graph; the
+  // observers (a gradient tape) still see the op, so its backward pass is traced too.
+  TraceRecorder* recorder = active_trace_recorder();
   std::vector<Tensor> outputs;
-  outputs.reserve(output_metas.size());
-  for (std::size_t i = 0; i < output_metas.size(); ++i) {
-    const int alias = i < def.output_aliases.size() ? def.output_aliases[i] : -1;
-    if (alias >= 0) {
-      const Tensor& source = inputs[static_cast<std::size_t>(alias)];
-      outputs.push_back(Tensor::from_storage(source.storage(), source.storage_offset(),
-                                             output_metas[i].shape, output_metas[i].dtype));
-    } else {
-      outputs.push_back(Tensor::empty(output_metas[i].shape, output_metas[i].dtype, device));
+  if (recorder != nullptr) {
+    outputs = recorder->record_op(kind, inputs, attrs, output_metas, device);
+  } else {
+    outputs.reserve(output_metas.size());
+    for (std::size_t i = 0; i < output_metas.size(); ++i) {
+      const int alias = i < def.output_aliases.size() ? def.output_aliases[i] : -1;
+      if (alias >= 0) {
+        const Tensor& source = inputs[static_cast<std::size_t>(alias)];
+        outputs.push_back(Tensor::from_storage(source.storage(), source.storage_offset(),
+                                               output_metas[i].shape, output_metas[i].dtype));
+      } else {
+        outputs.push_back(Tensor::empty(output_metas[i].shape, output_metas[i].dtype, device));
+      }
     }
   }
 
   const std::shared_ptr<const ObserverList> current_observers = observers().load();
   for (OpObserver* observer : *current_observers)
     observer->before_op(kind, inputs, attrs);
-  backend.run(KernelContext{kind, inputs, outputs, attrs});
+  if (recorder == nullptr) backend.run(KernelContext{kind, inputs, outputs, attrs});
   for (OpObserver* observer : *current_observers)
     observer->after_op(kind, inputs, outputs, attrs);
   return outputs;

@@ -77,12 +77,7 @@ struct CastAttrs {
   DType dtype = DType::f32;
 };
 struct DropoutAttrs {
-  double rate = 0.0;
-  std::int64_t seed = 0;    // Philox key
-  std::int64_t offset = 0;  // Philox counter of the first element
-};
-struct AdamUpdateAttrs : AdamOptions {
-  std::int64_t step = 1;  // counts from 1; drives the bias correction
+  double rate = 0.0;  // the Philox key and counter are the op's second input, not attributes
 };
 
 constexpr auto attr_fields(std::type_identity<NoAttrs>) {
@@ -164,23 +159,19 @@ constexpr auto attr_fields(std::type_identity<CastAttrs>) {
   return std::tuple{AttrField{"dtype", &CastAttrs::dtype}};
 }
 constexpr auto attr_fields(std::type_identity<DropoutAttrs>) {
-  return std::tuple{AttrField{"rate", &DropoutAttrs::rate}, AttrField{"seed", &DropoutAttrs::seed},
-                    AttrField{"offset", &DropoutAttrs::offset}};
+  return std::tuple{AttrField{"rate", &DropoutAttrs::rate}};
 }
 constexpr auto attr_fields(std::type_identity<SgdOptions>) {
-  return std::tuple{AttrField{"learning_rate", &SgdOptions::learning_rate},
-                    AttrField{"momentum", &SgdOptions::momentum},
+  return std::tuple{AttrField{"momentum", &SgdOptions::momentum},
                     AttrField{"nesterov", &SgdOptions::nesterov},
                     AttrField{"weight_decay", &SgdOptions::weight_decay}};
 }
-constexpr auto attr_fields(std::type_identity<AdamUpdateAttrs>) {
-  using A = AdamUpdateAttrs;
-  return std::tuple{AttrField<A, double>{"learning_rate", &A::learning_rate},
-                    AttrField<A, double>{"beta1", &A::beta1},
+constexpr auto attr_fields(std::type_identity<AdamOptions>) {
+  using A = AdamOptions;
+  return std::tuple{AttrField<A, double>{"beta1", &A::beta1},
                     AttrField<A, double>{"beta2", &A::beta2},
                     AttrField<A, double>{"epsilon", &A::epsilon},
-                    AttrField<A, double>{"weight_decay", &A::weight_decay},
-                    AttrField<A, std::int64_t>{"step", &A::step}};
+                    AttrField<A, double>{"weight_decay", &A::weight_decay}};
 }
 
 // Which attributes each op takes; an op not listed takes none.
@@ -224,7 +215,7 @@ TANDEM_OP_ATTRS(pad, PadAttrs)
 TANDEM_OP_ATTRS(cast, CastAttrs)
 TANDEM_OP_ATTRS(dropout, DropoutAttrs)
 TANDEM_OP_ATTRS(sgd_update, SgdOptions)
-TANDEM_OP_ATTRS(adam_update, AdamUpdateAttrs)
+TANDEM_OP_ATTRS(adam_update, AdamOptions)
 #undef TANDEM_OP_ATTRS
 
 template <OpKind Kind>

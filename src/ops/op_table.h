@@ -59,6 +59,9 @@ struct OpDef {
   CostFn cost = nullptr;          // nullptr: no FLOPs, bytes = inputs + outputs
   // Per output: the input whose storage it shares (reshape views, in-place updates), or -1.
   std::vector<int> output_aliases;
+  // Whether the op writes the inputs its outputs alias (the optimizer updates), rather than
+  // viewing them (reshape): a compiled graph never removes, merges or folds such a node.
+  bool writes_aliased_inputs = false;
 };
 
 const OpDef& op_def(OpKind kind);
@@ -80,6 +83,7 @@ struct OpRules {
   CostFn cost = nullptr;          // nullptr: no FLOPs, bytes = inputs + outputs
   // Per output: the input whose storage it shares (reshape views, in-place updates), or -1.
   std::vector<int> output_aliases = {};
+  bool writes_aliased_inputs = false;  // see OpDef
 };
 
 #define TANDEM_OP_KIND_ENTRY(op) OpKind::op,
@@ -99,7 +103,8 @@ std::vector<OpDef> op_family(OpRules<Kinds>... rules) {
   static_assert(std::ranges::equal(given, Family),
                 "a family file's ops differ from its list in tandem/ops.h, or are out of order");
   return {OpDef{Kinds, op_name(Kinds), rules.min_inputs, rules.max_inputs, rules.infer,
-                rules.gradient, rules.cost, std::move(rules.output_aliases)}...};
+                rules.gradient, rules.cost, std::move(rules.output_aliases),
+                rules.writes_aliased_inputs}...};
 }
 
 // Each family file defines its ops (src/ops/<family>.cpp); op_table.cpp puts them in order.

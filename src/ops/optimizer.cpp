@@ -15,7 +15,8 @@
 // uses, not to sqrt(v_hat) as in PyTorch: the two differ by a factor sqrt(1 - beta2^t) on
 // epsilon, which matters only while v is tiny.
 //
-// Updates are not differentiable: they have no gradient rules.
+// lr and t come from the schedule operand, f64 (2,) {learning_rate, step} (update_schedule), so a
+// compiled step reads them anew each run. Updates are not differentiable: no gradient rules.
 #include <cmath>
 #include <string>
 #include <utility>
@@ -26,15 +27,23 @@
 namespace tandem {
 namespace {
 
+// Every input but the schedule (input 2) matches param.
 void require_matching(const char* op, std::span<const TensorMeta> in,
                       std::span<const char* const> names) {
   require_floating(op, in[0]);
   for (std::size_t i = 1; i < in.size(); ++i) {
+    if (i == 2) continue;
     if (in[i].shape != in[0].shape || in[i].dtype != in[0].dtype) {
       throw InvalidArgument(std::string(op) + ": " + names[i] + " " + shape_str(in[i].shape) + " " +
                             dtype_name(in[i].dtype) + " must match param " +
                             shape_str(in[0].shape) + " " + dtype_name(in[0].dtype));
     }
+  }
+  if (in[2].dtype != DType::f64 || in[2].shape != Shape{2}) {
+    throw InvalidArgument(std::string(op) +
+                          ": the schedule must be f64 (2) {learning_rate, step}"
+                          " as update_schedule makes it, got " +
+                          dtype_name(in[2].dtype) + " " + shape_str(in[2].shape));
   }
 }
 
@@ -55,31 +64,29 @@ void require_finite(const char* op, const char* name, double value) {
   }
 }
 
-// (param, grad[, velocity]) -> (param[, velocity]), updated in place.
+// (param, grad, schedule[, velocity]) -> (param[, velocity]), updated in place.
 std::vector<TensorMeta> infer_sgd_update(const char* op, std::span<const TensorMeta> in,
                                          const Attrs& attrs) {
-  static constexpr const char* kNames[] = {"param", "grad", "velocity"};
+  static constexpr const char* kNames[] = {"param", "grad", "schedule", "velocity"};
   require_matching(op, in, std::span(kNames, in.size()));
   const SgdOptions options = op_attrs<OpKind::sgd_update>(attrs);
-  require_finite(op, "learning_rate", options.learning_rate);
   require_finite(op, "weight_decay", options.weight_decay);
   const double momentum = options.momentum;
   require_in_range(op, "momentum", momentum, 0.0, 1.0, true);
-  if (momentum > 0.0 && in.size() < 3) {
+  if (momentum > 0.0 && in.size() < 4) {
     throw InvalidArgument(std::string(op) + ": momentum " + std::to_string(momentum) +
                           " needs a velocity slot shaped like param " + shape_str(in[0].shape));
   }
-  if (in.size() == 3) return {in[0], in[2]};
+  if (in.size() == 4) return {in[0], in[3]};
   return {in[0]};
 }
 
-// (param, grad, m, v) -> (param, m, v), updated in place.
+// (param, grad, schedule, m, v) -> (param, m, v), updated in place.
 std::vector<TensorMeta> infer_adam_update(const char* op, std::span<const TensorMeta> in,
                                           const Attrs& attrs) {
-  static constexpr const char* kNames[] = {"param", "grad", "m", "v"};
+  static constexpr const char* kNames[] = {"param", "grad", "schedule", "m", "v"};
   require_matching(op, in, kNames);
-  const AdamUpdateAttrs options = op_attrs<OpKind::adam_update>(attrs);
-  require_finite(op, "learning_rate", options.learning_rate);
+  const AdamOptions options = op_attrs<OpKind::adam_update>(attrs);
   require_finite(op, "weight_decay", options.weight_decay);
   require_in_range(op, "beta1", options.beta1, 0.0, 1.0, false);
   require_in_range(op, "beta2", options.beta2, 0.0, 1.0, false);
@@ -88,30 +95,41 @@ std::vector<TensorMeta> infer_adam_update(const char* op, std::span<const Tensor
     throw InvalidArgument(std::string(op) + ": epsilon must be >= 0, got " +
                           std::to_string(epsilon));
   }
-  const std::int64_t step = options.step;
-  if (step < 1) {
-    throw InvalidArgument(std::string(op) + ": step must count from 1, got " +
-                          std::to_string(step) + "; pass the number of updates made so far + 1");
-  }
-  return {in[0], in[2], in[3]};
+  return {in[0], in[3], in[4]};
 }
 
 // Per element: SGD reads param and grad (and velocity) and writes them back; Adam reads four
 // tensors and writes three.
 template <int kFlops>
 OpCost update_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
-  return elementwise_cost(in, out.first(1), kFlops);
+  std::vector<TensorMeta> tensors(in.begin(), in.end());
+  tensors.erase(tensors.begin() + 2);  // the schedule's 16 bytes are not per element
+  return elementwise_cost(tensors, out.first(1), kFlops);
 }
 
 }  // namespace
 
 std::vector<OpDef> define_optimizer_ops() {
   return op_family<k_optimizer_ops>(
-      OpRules<OpKind::sgd_update>{2, 3, infer_sgd_update, nullptr, update_cost<5>, {0, 2}},
-      OpRules<OpKind::adam_update>{4, 4, infer_adam_update, nullptr, update_cost<12>, {0, 2, 3}});
+      OpRules<OpKind::sgd_update>{3, 4, infer_sgd_update, nullptr, update_cost<5>, {0, 3}, true},
+      OpRules<OpKind::adam_update>{
+          5, 5, infer_adam_update, nullptr, update_cost<12>, {0, 3, 4}, true});
 }
 
-void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdOptions& options) {
+Tensor update_schedule(double learning_rate, std::int64_t step, Device device) {
+  if (!std::isfinite(learning_rate)) {
+    throw InvalidArgument("update_schedule: learning_rate must be finite, got " +
+                          std::to_string(learning_rate));
+  }
+  if (step < 1) {
+    throw InvalidArgument("update_schedule: step must count from 1, got " + std::to_string(step) +
+                          "; pass the number of updates made so far + 1");
+  }
+  return Tensor::from_vector<double>({learning_rate, static_cast<double>(step)}, {2}, device);
+}
+
+void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const Tensor& schedule,
+                const SgdOptions& options) {
   const Attrs attrs = make_op_attrs<OpKind::sgd_update>(options);
   // Without momentum the velocity plays no part (and may be undefined).
   if (options.momentum != 0.0 && !velocity.defined()) {
@@ -120,16 +138,16 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdOp
                           "Tensor::zeros(param.shape(), param.dtype())");
   }
   if (options.momentum == 0.0) {
-    call_op(OpKind::sgd_update, {param, grad}, attrs);
+    call_op(OpKind::sgd_update, {param, grad, schedule}, attrs);
   } else {
-    call_op(OpKind::sgd_update, {param, grad, velocity}, attrs);
+    call_op(OpKind::sgd_update, {param, grad, schedule, velocity}, attrs);
   }
 }
 
-void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, std::int64_t step,
+void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const Tensor& schedule,
                  const AdamOptions& options) {
-  call_op(OpKind::adam_update, {param, grad, m, v},
-          make_op_attrs<OpKind::adam_update>({options, step}));
+  call_op(OpKind::adam_update, {param, grad, schedule, m, v},
+          make_op_attrs<OpKind::adam_update>(options));
 }
 
 }  // namespace tandem

@@ -56,6 +56,10 @@ class Distribution {
                                          const ReplicaStepFn& run_replica) = 0;
   // Where evaluate and predict run the model: the first replica's device.
   virtual Device input_device() const = 0;
+  // Whether the step is one replica's with nothing combined across replicas, so that fit can
+  // run it compiled (CompileOptions::jit_compile): the run_replica step it is given then
+  // ignores the ReplicaStep.
+  virtual bool single_replica() const { return false; }
 };
 
 // The distribution that models compiled now on this thread train under (none: plain fit).

@@ -8,8 +8,11 @@
 #include "core/tensor_copy.h"
 #include "nn/model_state.h"
 #include "tandem/autodiff.h"
+#include "tandem/compile.h"
 #include "tandem/data.h"
+#include "tandem/mixed_precision.h"
 #include "tandem/nn.h"
+#include "tandem/runtime.h"
 #include "tandem/spans.h"
 #include "tandem/train.h"
 #include "train/distribution.h"
@@ -154,6 +157,42 @@ std::pair<Tensor, Tensor> train_step(Model& model, Model::State& state, const Te
   return {std::move(y_pred), std::move(loss)};
 }
 
+// What decides the compiled training step's graph besides the batch: the precision policy,
+// deterministic mode, the trainable weights (a layer frozen or unfrozen changes the graph) and
+// the optimizer (compile() with a new one starts a new cache).
+StepSignature train_step_signature(const Model& model, const Tensor& x, const Tensor& y) {
+  StepSignature signature = input_signature({x, y});
+  const std::optional<mixed_precision::Policy> policy = mixed_precision::global_policy();
+  signature.push_back({"precision", policy ? policy->name() : "float32"});
+  signature.push_back({"deterministic", deterministic() ? "on" : "off"});
+  std::string trainable;
+  for (const Tensor& weight : model.trainable_weights())
+    trainable += (trainable.empty() ? "" : ", ") +
+                 (weight.name().empty() ? "#" + std::to_string(weight.id()) : weight.name());
+  signature.push_back({"trainable weights", trainable});
+  return signature;
+}
+
+// The training step on one batch: compiled when the model was compiled with jit (traced once
+// per signature, then one planned graph a step), eagerly otherwise. The first step of a model
+// not built yet runs eagerly: it builds the layers, whose weights the signature names; the two
+// kinds of step give the same results, bit for bit.
+std::pair<Tensor, Tensor> run_train_step(Model& model, Model::State& state, const Tensor& x,
+                                         const Tensor& y, std::vector<Tensor>& variables) {
+  if (!state.jit || !model.built()) return train_step(model, state, x, y, variables);
+  CompiledStep step = state.train_steps->get(train_step_signature(model, x, y), [&] {
+    return trace_step("train_step",
+                      [&](const std::vector<Tensor>& inputs) {
+                        auto [y_pred, loss] =
+                            train_step(model, state, inputs[0], inputs[1], variables);
+                        return std::vector<Tensor>{y_pred, loss};
+                      },
+                      {x, y});
+  });
+  std::vector<Tensor> results = step.run({x, y});
+  return {std::move(results[0]), std::move(results[1])};
+}
+
 // A training step under the model's distribution strategy: every replica runs train_step on its
 // share of the global batch; the predictions and loss returned cover the whole global batch.
 std::pair<Tensor, Tensor> distributed_step(Model& model, Model::State& state,
@@ -162,7 +201,10 @@ std::pair<Tensor, Tensor> distributed_step(Model& model, Model::State& state,
   return state.distribution->step(
       batch.features, batch.labels, *state.loss,
       [&](const Tensor& x, const Tensor& y, train::detail::ReplicaStep& replica) {
-        return train_step(model, state, x, y, variables, &replica);
+        // One replica with nothing to combine (single_replica): the step compiles as without
+        // a strategy.
+        return state.jit ? run_train_step(model, state, x, y, variables)
+                         : train_step(model, state, x, y, variables, &replica);
       });
 }
 
@@ -192,10 +234,45 @@ void Model::compile(const train::CompileOptions& options) {
     if (!metric) throw InvalidArgument(label(state) + ".compile: a metric is empty");
     metrics.push_back(metric.get());
   }
-  state.optimizer = mixed_precision::optimizer_for_policy(options.optimizer.get());
+  std::shared_ptr<train::Optimizer> optimizer =
+      mixed_precision::optimizer_for_policy(options.optimizer.get());
+  std::shared_ptr<train::detail::Distribution> distribution = train::detail::current_distribution();
+  // Why the step cannot be compiled, if it cannot.
+  std::string untraceable = optimizer->untraceable_reason();
+  if (untraceable.empty() && distribution && !distribution->single_replica()) {
+    untraceable =
+        "training over several replicas runs each replica's step eagerly (the "
+        "gradients are all-reduced on the host as the backward pass goes)";
+  }
+  if (options.jit_compile.value_or(false) && !untraceable.empty()) {
+    throw InvalidArgument(label(state) +
+                          ".compile: jit_compile = true, but the training step "
+                          "cannot be compiled: " +
+                          untraceable +
+                          "; compile with jit_compile = false (tandem train --jit off)");
+  }
+  state.optimizer = std::move(optimizer);
   state.loss = options.loss.get();
   state.metrics = std::move(metrics);
-  state.distribution = train::detail::current_distribution();
+  state.distribution = std::move(distribution);
+  state.jit = untraceable.empty() && options.jit_compile.value_or(train::default_jit_compile());
+  state.train_steps = std::make_shared<StepCache>("train_step");
+}
+
+}  // namespace tandem::nn
+
+namespace tandem::train {
+
+bool default_jit_compile() {
+  return true;
+}
+
+}  // namespace tandem::train
+
+namespace tandem::nn {
+
+bool Model::jit_compiled() const {
+  return state_->jit;
 }
 
 bool Model::compiled() const {
@@ -334,7 +411,7 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
       const auto [y_pred, loss] = within_memory(batch->features.dim(0), [&] {
         return state.distribution
                    ? distributed_step(*this, state, *batch, variables)
-                   : train_step(*this, state, batch->features, batch->labels, variables);
+                   : run_train_step(*this, state, batch->features, batch->labels, variables);
       });
       const std::int64_t examples = batch->features.dim(0);
       loss_tracker.update_state(loss.item(), static_cast<double>(examples));
@@ -463,7 +540,7 @@ train::Logs Model::train_on_batch(const Tensor& x, const Tensor& y) {
   require_examples(state, "train_on_batch", x, y);
   std::vector<Tensor> variables;
   const auto [y_pred, loss] =
-      within_memory(x.dim(0), [&] { return train_step(*this, state, x, y, variables); });
+      within_memory(x.dim(0), [&] { return run_train_step(*this, state, x, y, variables); });
   reset_metrics(state);
   for (const auto& metric : state.metrics)
     metric->update_state(y, y_pred);

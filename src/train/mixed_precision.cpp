@@ -136,9 +136,13 @@ bool LossScaleOptimizer::accept_gradients(std::vector<Tensor>& gradients) {
 }
 
 void LossScaleOptimizer::update(Tensor& variable, const Tensor& gradient,
-                                std::vector<Tensor>& slots, double learning_rate,
-                                std::int64_t step) {
-  inner_->update(variable, gradient, slots, learning_rate, step);
+                                std::vector<Tensor>& slots, const Tensor& schedule) {
+  inner_->update(variable, gradient, slots, schedule);
+}
+
+std::string LossScaleOptimizer::untraceable_reason() const {
+  return "LossScaleOptimizer (mixed_float16) checks the gradients for overflow on the host every "
+         "step to skip the step and adjust the loss scale";
 }
 
 std::shared_ptr<train::Optimizer> optimizer_for_policy(

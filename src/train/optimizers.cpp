@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/tensor_copy.h"
 #include "core/text.h"
 #include "tandem/autodiff.h"
 #include "tandem/ops.h"
@@ -150,18 +151,33 @@ void Optimizer::load_state(const std::vector<Tensor>& variables, const Optimizer
   // Everything fits: replace the state, with copies of our own on each variable's device.
   iterations_ = state.iterations;
   accumulated_calls_ = state.accumulated_calls;
+  // Slots that exist take the values in place: a compiled step holds them by reference.
   for (std::size_t i = 0; i < variables.size(); ++i) {
     const std::uint64_t id = variables[i].id();
     const Device device = variables[i].device();
-    slots_.erase(id);
     accumulated_.erase(id);
-    if (!state.slots[i].empty()) {
-      std::vector<Tensor>& slots = slots_[id];
-      for (const Tensor& slot : state.slots[i])
-        slots.push_back(slot.to(device).clone());
+    const auto existing = slots_.find(id);
+    if (!state.slots[i].empty() && existing != slots_.end() &&
+        existing->second.size() == state.slots[i].size()) {
+      for (std::size_t k = 0; k < state.slots[i].size(); ++k)
+        tandem::detail::copy_into(existing->second[k], state.slots[i][k], where + "slot");
+    } else {
+      slots_.erase(id);
+      if (!state.slots[i].empty()) {
+        std::vector<Tensor>& slots = slots_[id];
+        for (const Tensor& slot : state.slots[i])
+          slots.push_back(slot.to(device).clone());
+      }
     }
     if (state.accumulated[i].defined()) accumulated_[id] = state.accumulated[i].to(device).clone();
   }
+}
+
+std::string Optimizer::untraceable_reason() const {
+  if (options_.gradient_accumulation_steps == 1) return "";
+  return name() + " accumulates gradients over " +
+         std::to_string(options_.gradient_accumulation_steps) +
+         " steps and decides on the host at which step to apply them";
 }
 
 void Optimizer::set_loss_scale_state(const LossScaleState&) {
@@ -191,6 +207,14 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& gradients,
                             dtype_name(gradient.dtype()) + " " + shape_str(gradient.shape()) +
                             " but the variable is " + dtype_name(variables[i].dtype()) + " " +
                             shape_str(variables[i].shape()));
+    }
+  }
+  if (tracing()) {
+    if (const std::string why = untraceable_reason(); !why.empty()) {
+      throw InvalidArgument(name() +
+                            ".apply_gradients cannot be traced into a compiled step: " + why +
+                            "; run the step eagerly (tandem train --jit off, "
+                            "CompileOptions::jit_compile = false)");
     }
   }
   // Updates change variables in place; no tape may record them as part of a computation.
@@ -225,8 +249,16 @@ void Optimizer::apply_now(const std::vector<Tensor>& gradients,
   std::vector<Tensor> clipped;
   if (clip) clipped = clip_by_global_norm(gradients, options_.global_clipnorm).gradients;
   const std::vector<Tensor>& effective = clip ? clipped : gradients;
-  const double rate = learning_rate();
-  const std::int64_t step = iterations_ + 1;
+  // The learning rate and step as an operand the host fills for each step, advancing the
+  // iteration count as it does: inside a compiled step this runs before every run of the graph,
+  // so a schedule (or a LearningRateScheduler callback) never recompiles it.
+  const Tensor schedule = host_operand("learning rate and step", {2}, DType::f64,
+                                       variables.front().device(), [this](Tensor& host) {
+                                         double* values = host.data<double>();
+                                         values[0] = learning_rate();
+                                         values[1] = static_cast<double>(iterations_ + 1);
+                                         ++iterations_;
+                                       });
   for (std::size_t i = 0; i < variables.size(); ++i) {
     if (!effective[i].defined()) continue;
     std::vector<Tensor>& slots = slots_[variables[i].id()];
@@ -236,9 +268,8 @@ void Optimizer::apply_now(const std::vector<Tensor>& gradients,
     }
     // A handle of our own: the update op may rebind it to its in-place output.
     Tensor variable = variables[i];
-    update(variable, effective[i], slots, rate, step);
+    update(variable, effective[i], slots, schedule);
   }
-  ++iterations_;
 }
 
 // ---- SGD ----
@@ -256,13 +287,10 @@ std::vector<std::string> SGD::slot_names() const {
 }
 
 void SGD::update(Tensor& variable, const Tensor& gradient, std::vector<Tensor>& slots,
-                 double learning_rate, std::int64_t) {
+                 const Tensor& schedule) {
   Tensor no_velocity;
-  sgd_update(variable, gradient, slots.empty() ? no_velocity : slots[0],
-             SgdOptions{.learning_rate = learning_rate,
-                        .momentum = momentum_,
-                        .nesterov = nesterov_,
-                        .weight_decay = 0.0});
+  sgd_update(variable, gradient, slots.empty() ? no_velocity : slots[0], schedule,
+             SgdOptions{.momentum = momentum_, .nesterov = nesterov_, .weight_decay = 0.0});
 }
 
 // ---- Adam and AdamW ----
@@ -289,13 +317,11 @@ Adam::Adam(LearningRate learning_rate, double weight_decay, double beta_1, doubl
 }
 
 void Adam::update(Tensor& variable, const Tensor& gradient, std::vector<Tensor>& slots,
-                  double learning_rate, std::int64_t step) {
-  adam_update(variable, gradient, slots[0], slots[1], step,
-              AdamOptions{.learning_rate = learning_rate,
-                          .beta1 = beta_1_,
-                          .beta2 = beta_2_,
-                          .epsilon = epsilon_,
-                          .weight_decay = weight_decay_});
+                  const Tensor& schedule) {
+  adam_update(
+      variable, gradient, slots[0], slots[1], schedule,
+      AdamOptions{
+          .beta1 = beta_1_, .beta2 = beta_2_, .epsilon = epsilon_, .weight_decay = weight_decay_});
 }
 
 AdamW::AdamW(LearningRate learning_rate, double weight_decay, double beta_1, double beta_2,

@@ -25,14 +25,14 @@ TEST(OpAttrs, StructsRoundTripThroughAttrs) {
   EXPECT_EQ(read.filter_shape, conv.filter_shape);
   EXPECT_TRUE(read.with_bias);
 
-  AdamUpdateAttrs adam;
-  adam.learning_rate = 0.25;
-  adam.step = 7;
-  const AdamUpdateAttrs adam_read =
+  AdamOptions adam;
+  adam.beta1 = 0.25;
+  adam.weight_decay = 0.125;
+  const AdamOptions adam_read =
       op_attrs<OpKind::adam_update>(make_op_attrs<OpKind::adam_update>(adam));
-  EXPECT_EQ(adam_read.learning_rate, 0.25);
+  EXPECT_EQ(adam_read.beta1, 0.25);
   EXPECT_EQ(adam_read.beta2, adam.beta2);
-  EXPECT_EQ(adam_read.step, 7);
+  EXPECT_EQ(adam_read.weight_decay, 0.125);
   EXPECT_EQ(op_attrs<OpKind::cast>(make_op_attrs<OpKind::cast>({DType::bf16})).dtype, DType::bf16);
 }
 

@@ -26,10 +26,12 @@ TEST(SgdUpdate, PlainStepByHand) {
     Tensor param = values({1, 2}, dtype);
     Tensor no_velocity;
     // p -= 0.1 * g with g = [0.5, -1]
-    sgd_update(param, values({0.5, -1}, dtype), no_velocity, {0.1, 0.0, false, 0.0});
+    sgd_update(param, values({0.5, -1}, dtype), no_velocity, update_schedule(0.1, 1),
+               {0.0, false, 0.0});
     expect_close(param, values({0.95, 2.1}, DType::f64), tolerance(dtype));
     // weight decay 0.2 adds 0.2 p to g: g = [0.5 + 0.19, -1 + 0.42] = [0.69, -0.58]
-    sgd_update(param, values({0.5, -1}, dtype), no_velocity, {0.1, 0.0, false, 0.2});
+    sgd_update(param, values({0.5, -1}, dtype), no_velocity, update_schedule(0.1, 1),
+               {0.0, false, 0.2});
     expect_close(param, values({0.95 - 0.069, 2.1 + 0.058}, DType::f64), tolerance(dtype));
   }
 }
@@ -39,13 +41,13 @@ TEST(SgdUpdate, MomentumAndNesterovByHand) {
     // p = 1, g = 0.5, v = 0.2, momentum 0.9, lr 0.1: v = 0.9 * 0.2 - 0.05 = 0.13.
     Tensor param = values({1}, dtype);
     Tensor velocity = values({0.2}, dtype);
-    sgd_update(param, values({0.5}, dtype), velocity, {0.1, 0.9, false, 0.0});
+    sgd_update(param, values({0.5}, dtype), velocity, update_schedule(0.1, 1), {0.9, false, 0.0});
     expect_close(velocity, values({0.13}, DType::f64), tolerance(dtype), "velocity");
     expect_close(param, values({1.13}, DType::f64), tolerance(dtype), "classic: p + v");
     // Nesterov: p = 1 + 0.9 * 0.13 - 0.05 = 1.067.
     param = values({1}, dtype);
     velocity = values({0.2}, dtype);
-    sgd_update(param, values({0.5}, dtype), velocity, {0.1, 0.9, true, 0.0});
+    sgd_update(param, values({0.5}, dtype), velocity, update_schedule(0.1, 1), {0.9, true, 0.0});
     expect_close(velocity, values({0.13}, DType::f64), tolerance(dtype), "nesterov velocity");
     expect_close(param, values({1.067}, DType::f64), tolerance(dtype), "nesterov");
   }
@@ -57,9 +59,9 @@ TEST(AdamUpdate, TwoStepsByHand) {
     Tensor param = values({1, -2}, dtype);
     Tensor m = values({0, 0}, dtype);
     Tensor v = values({0, 0}, dtype);
-    const AdamOptions options{0.001, 0.9, 0.999, 1e-7, 0.0};
+    const AdamOptions options{0.9, 0.999, 1e-7, 0.0};
     // Step 1, g = [0.5, 0.1]: m = 0.1 g, v = 0.001 g^2, lr_t = 0.001 sqrt(0.001) / 0.1.
-    adam_update(param, values({0.5, 0.1}, dtype), m, v, 1, options);
+    adam_update(param, values({0.5, 0.1}, dtype), m, v, update_schedule(0.001, 1), options);
     const double lr_1 = 0.001 * std::sqrt(1 - 0.999) / (1 - 0.9);
     const double p0 = 1 - lr_1 * 0.05 / (std::sqrt(0.00025) + 1e-7);
     const double p1 = -2 - lr_1 * 0.01 / (std::sqrt(0.00001) + 1e-7);
@@ -67,7 +69,7 @@ TEST(AdamUpdate, TwoStepsByHand) {
     expect_close(v, values({0.00025, 0.00001}, DType::f64), tolerance(dtype) * 1e-2, "v");
     expect_close(param, values({p0, p1}, DType::f64), tolerance(dtype), "param after step 1");
     // Step 2, g = [-0.5, 0.1].
-    adam_update(param, values({-0.5, 0.1}, dtype), m, v, 2, options);
+    adam_update(param, values({-0.5, 0.1}, dtype), m, v, update_schedule(0.001, 2), options);
     const double m0 = 0.9 * 0.05 - 0.1 * 0.5, m1 = 0.9 * 0.01 + 0.1 * 0.1;
     const double v0 = 0.999 * 0.00025 + 0.001 * 0.25, v1 = 0.999 * 0.00001 + 0.001 * 0.01;
     const double lr_2 = 0.001 * std::sqrt(1 - 0.999 * 0.999) / (1 - 0.9 * 0.9);
@@ -86,7 +88,8 @@ TEST(AdamUpdate, DecoupledWeightDecayByHand) {
   Tensor param = values({3}, DType::f64);
   Tensor m = values({0}, DType::f64);
   Tensor v = values({0}, DType::f64);
-  adam_update(param, values({0}, DType::f64), m, v, 1, {0.01, 0.9, 0.999, 1e-7, 0.5});
+  adam_update(param, values({0}, DType::f64), m, v, update_schedule(0.01, 1),
+              {0.9, 0.999, 1e-7, 0.5});
   // g = 0: m = v = 0, the Adam term vanishes and only the decay acts: 3 (1 - 0.005).
   expect_close(param, values({3 * (1 - 0.01 * 0.5)}, DType::f64), 1e-15);
 }
@@ -103,10 +106,10 @@ TEST(Optimizers, LargeParametersMatchF64AndUpdateInPlace) {
   const void* storage = param.raw_data();
   const Tensor view = reshape(param, {-1});  // shares param's storage
   Tensor param_ref = copy(param64, DType::f64), m_ref = m64.clone(), v_ref = v64.clone();
-  const AdamOptions adam{0.01, 0.9, 0.999, 1e-7, 0.004};
+  const AdamOptions adam{0.9, 0.999, 1e-7, 0.004};
   for (std::int64_t step = 1; step <= 3; ++step) {
-    adam_update(param, cast(grad64, DType::f32), m, v, step, adam);
-    adam_update(param_ref, grad64, m_ref, v_ref, step, adam);
+    adam_update(param, cast(grad64, DType::f32), m, v, update_schedule(0.01, step), adam);
+    adam_update(param_ref, grad64, m_ref, v_ref, update_schedule(0.01, step), adam);
   }
   EXPECT_EQ(param.raw_data(), storage);
   expect_close(param, param_ref, 1e-5, "adam param");
@@ -116,9 +119,9 @@ TEST(Optimizers, LargeParametersMatchF64AndUpdateInPlace) {
 
   Tensor velocity = Tensor::zeros(shape), velocity_ref = Tensor::zeros(shape, DType::f64);
   for (bool nesterov : {false, true}) {
-    const SgdOptions sgd{0.05, 0.9, nesterov, 1e-3};
-    sgd_update(param, cast(grad64, DType::f32), velocity, sgd);
-    sgd_update(param_ref, grad64, velocity_ref, sgd);
+    const SgdOptions sgd{0.9, nesterov, 1e-3};
+    sgd_update(param, cast(grad64, DType::f32), velocity, update_schedule(0.05, 1), sgd);
+    sgd_update(param_ref, grad64, velocity_ref, update_schedule(0.05, 1), sgd);
   }
   expect_close(param, param_ref, 1e-5, "sgd param");
   expect_close(velocity, velocity_ref, 1e-5, "sgd velocity");
@@ -127,8 +130,8 @@ TEST(Optimizers, LargeParametersMatchF64AndUpdateInPlace) {
 TEST(Optimizers, AreNotDifferentiable) {
   EXPECT_EQ(op_def(OpKind::sgd_update).gradient, nullptr);
   EXPECT_EQ(op_def(OpKind::adam_update).gradient, nullptr);
-  EXPECT_EQ(op_def(OpKind::sgd_update).output_aliases, (std::vector<int>{0, 2}));
-  EXPECT_EQ(op_def(OpKind::adam_update).output_aliases, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(op_def(OpKind::sgd_update).output_aliases, (std::vector<int>{0, 3}));
+  EXPECT_EQ(op_def(OpKind::adam_update).output_aliases, (std::vector<int>{0, 3, 4}));
 }
 
 TEST(Optimizers, Errors) {
@@ -137,18 +140,28 @@ TEST(Optimizers, Errors) {
   Tensor m = Tensor::zeros({3});
   Tensor v = Tensor::zeros({3});
   Tensor short_slot = Tensor::zeros({2});
-  EXPECT_THROW(sgd_update(param, Tensor::zeros({3}), none, {0.1, 0.9, false, 0}), InvalidArgument);
-  EXPECT_THROW(sgd_update(param, Tensor::zeros({2}), none, {}), InvalidArgument);
-  EXPECT_THROW(sgd_update(param, Tensor::zeros({3}, DType::f64), none, {}), InvalidArgument);
-  EXPECT_THROW(sgd_update(param, Tensor::zeros({3}), short_slot, {0.1, 0.9, false, 0}),
+  EXPECT_THROW(
+      sgd_update(param, Tensor::zeros({3}), none, update_schedule(0.1, 1), {0.9, false, 0}),
+      InvalidArgument);
+  EXPECT_THROW(sgd_update(param, Tensor::zeros({2}), none, update_schedule(0.1, 1)),
                InvalidArgument);
-  EXPECT_THROW(sgd_update(param, Tensor::zeros({3}), m, {0.1, 1.5, false, 0}), InvalidArgument);
-  EXPECT_THROW(adam_update(param, Tensor::zeros({3}), m, v, 0, {}), InvalidArgument);
-  EXPECT_THROW(adam_update(param, Tensor::zeros({3}), m, short_slot, 1, {}), InvalidArgument);
-  EXPECT_THROW(adam_update(param, Tensor::zeros({3}), m, v, 1, {0.001, 1.0, 0.999, 1e-7, 0}),
+  EXPECT_THROW(sgd_update(param, Tensor::zeros({3}, DType::f64), none, update_schedule(0.1, 1)),
+               InvalidArgument);
+  EXPECT_THROW(
+      sgd_update(param, Tensor::zeros({3}), short_slot, update_schedule(0.1, 1), {0.9, false, 0}),
+      InvalidArgument);
+  EXPECT_THROW(sgd_update(param, Tensor::zeros({3}), m, update_schedule(0.1, 1), {1.5, false, 0}),
+               InvalidArgument);
+  const Tensor schedule = update_schedule(0.001, 1);
+  EXPECT_THROW(update_schedule(0.001, 0), InvalidArgument);
+  EXPECT_THROW(adam_update(param, Tensor::zeros({3}), m, short_slot, schedule), InvalidArgument);
+  EXPECT_THROW(adam_update(param, Tensor::zeros({3}), m, v, schedule, {1.0, 0.999, 1e-7, 0}),
+               InvalidArgument);
+  // The schedule is f64 (2): a learning rate alone is refused, naming update_schedule.
+  EXPECT_THROW(adam_update(param, Tensor::zeros({3}), m, v, Tensor::scalar(0.001, DType::f64)),
                InvalidArgument);
   Tensor integer = Tensor::zeros({3}, DType::i32);
-  EXPECT_THROW(adam_update(integer, integer, integer, integer, 1, {}), InvalidArgument);
+  EXPECT_THROW(adam_update(integer, integer, integer, integer, schedule), InvalidArgument);
 }
 
 }  // namespace

@@ -32,8 +32,9 @@ void apply_mask(const std::uint32_t* __restrict words, const T* __restrict x, T*
 template <typename T>
 void dropout_loops(const KernelContext& c) {
   const double rate = op_attrs<OpKind::dropout>(c.attrs).rate;
-  const auto seed = static_cast<std::uint64_t>(op_attrs<OpKind::dropout>(c.attrs).seed);
-  const auto offset = static_cast<std::uint64_t>(op_attrs<OpKind::dropout>(c.attrs).offset);
+  const std::int64_t* philox = c.inputs[1].data<std::int64_t>();  // (2,) {seed, offset}
+  const auto seed = static_cast<std::uint64_t>(philox[0]);
+  const auto offset = static_cast<std::uint64_t>(philox[1]);
   // uniform_from_bits(word) = (word >> 8) / 2^24 >= rate exactly when the integer (word >> 8)
   // reaches ceil(rate 2^24) (rate 2^24 is exact in double): an integer test that vectorises.
   const auto threshold = static_cast<std::uint32_t>(std::ceil(rate * 16777216.0));

@@ -55,8 +55,9 @@ void sgd_loops(const KernelContext& c) {
   using C = compute_type_t<T>;
   T* param = static_cast<T*>(c.outputs[0].raw_data());  // aliases input 0
   const T* grad = static_cast<const T*>(c.inputs[1].raw_data());
+  const double learning_rate = c.inputs[2].data<double>()[0];  // the schedule {lr, step}
   T* velocity = c.outputs.size() == 2 ? static_cast<T*>(c.outputs[1].raw_data()) : nullptr;
-  const SgdStep<C> step{static_cast<C>(options.learning_rate), static_cast<C>(options.momentum),
+  const SgdStep<C> step{static_cast<C>(learning_rate), static_cast<C>(options.momentum),
                         static_cast<C>(options.weight_decay), options.nesterov};
   parallel_for(c.inputs[0].numel(), 4, [&](std::int64_t begin, std::int64_t end) {
     sgd_range(param, grad, velocity, begin, end, step);
@@ -94,12 +95,13 @@ void adam_loops(const KernelContext& c) {
   using C = compute_type_t<T>;
   T* param = static_cast<T*>(c.outputs[0].raw_data());  // aliases input 0
   const T* grad = static_cast<const T*>(c.inputs[1].raw_data());
-  T* m = static_cast<T*>(c.outputs[1].raw_data());  // aliases input 2
-  T* v = static_cast<T*>(c.outputs[2].raw_data());  // aliases input 3
-  const double learning_rate = options.learning_rate;
+  T* m = static_cast<T*>(c.outputs[1].raw_data());      // aliases input 3
+  T* v = static_cast<T*>(c.outputs[2].raw_data());      // aliases input 4
+  const double* schedule = c.inputs[2].data<double>();  // {learning_rate, step}
+  const double learning_rate = schedule[0];
   const double beta1 = options.beta1;
   const double beta2 = options.beta2;
-  const auto t = static_cast<double>(options.step);
+  const double t = schedule[1];
   // The bias correction folded into the step size, as Keras does.
   const AdamStep<C> step{static_cast<C>(learning_rate * std::sqrt(1.0 - std::pow(beta2, t)) /
                                         (1.0 - std::pow(beta1, t))),

@@ -11,10 +11,13 @@ namespace tandem::cuda {
 namespace {
 
 template <typename T>
-__global__ void dropout_kernel(const T* x, T* y, T* mask, std::int64_t count, std::uint64_t seed,
-                               std::uint64_t offset, std::uint32_t threshold, float kept) {
+__global__ void dropout_kernel(const T* x, T* y, T* mask, std::int64_t count,
+                               const std::int64_t* philox, std::uint32_t threshold, float kept) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= count) return;
+  // {seed, offset} read from device memory, so a captured CUDA graph draws new masks each run.
+  const auto seed = static_cast<std::uint64_t>(philox[0]);
+  const auto offset = static_cast<std::uint64_t>(philox[1]);
   const std::uint32_t word = philox_word(seed, offset, static_cast<std::uint64_t>(i));
   const T m = (word >> 8) >= threshold ? convert_to<T>(kept) : convert_to<T>(0.0f);
   mask[i] = m;
@@ -33,8 +36,7 @@ void run_dropout(const KernelContext& c) {
     dropout_kernel<T><<<blocks_for(count), 256, 0, context.stream>>>(
         static_cast<const T*>(c.inputs[0].raw_data()), static_cast<T*>(c.outputs[0].raw_data()),
         static_cast<T*>(c.outputs[1].raw_data()), count,
-        static_cast<std::uint64_t>(op_attrs<OpKind::dropout>(c.attrs).seed),
-        static_cast<std::uint64_t>(op_attrs<OpKind::dropout>(c.attrs).offset), threshold, kept);
+        static_cast<const std::int64_t*>(c.inputs[1].raw_data()), threshold, kept);
   });
 }
 

@@ -8,50 +8,60 @@
 namespace tandem::cuda {
 namespace {
 
+// The schedule {learning_rate, step} is read from device memory by every thread, so a captured
+// CUDA graph takes each run's values.
 struct SgdStep {
-  float learning_rate;
   float momentum;
   float weight_decay;
   bool nesterov;
 };
 
 template <typename T>
-__global__ void sgd_kernel(T* param, const T* grad, T* velocity, std::int64_t count, SgdStep step) {
+__global__ void sgd_kernel(T* param, const T* grad, T* velocity, std::int64_t count,
+                           const double* schedule, SgdStep step) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= count) return;
+  const auto learning_rate = static_cast<float>(schedule[0]);
   const float p = load(param, i);
   const float g = load(grad, i) + step.weight_decay * p;
   if (velocity == nullptr) {
-    param[i] = convert_to<T>(p - step.learning_rate * g);
+    param[i] = convert_to<T>(p - learning_rate * g);
     return;
   }
-  const float v = step.momentum * load(velocity, i) - step.learning_rate * g;
+  const float v = step.momentum * load(velocity, i) - learning_rate * g;
   velocity[i] = convert_to<T>(v);
-  param[i] = convert_to<T>(step.nesterov ? p + step.momentum * v - step.learning_rate * g : p + v);
+  param[i] = convert_to<T>(step.nesterov ? p + step.momentum * v - learning_rate * g : p + v);
 }
 
 struct AdamStep {
-  float corrected_rate;  // lr sqrt(1 - beta2^t) / (1 - beta1^t)
-  float decay;           // 1 - lr weight_decay
-  float m_rate;          // 1 - beta1
-  float v_rate;          // 1 - beta2
+  double beta1;
+  double beta2;
+  double weight_decay;
   float epsilon;
 };
 
 template <typename T>
 __global__ void adam_kernel(T* param, const T* grad, T* m, T* v, std::int64_t count,
-                            AdamStep step) {
+                            const double* schedule, AdamStep step) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= count) return;
+  const double learning_rate = schedule[0];
+  const double t = schedule[1];
+  // The bias correction folded into the step size, as Keras does (and the CPU kernel).
+  const auto corrected_rate = static_cast<float>(
+      learning_rate * ::sqrt(1.0 - ::pow(step.beta2, t)) / (1.0 - ::pow(step.beta1, t)));
+  const auto decay = static_cast<float>(1.0 - learning_rate * step.weight_decay);
+  const auto m_rate = static_cast<float>(1.0 - step.beta1);
+  const auto v_rate = static_cast<float>(1.0 - step.beta2);
   const float g = load(grad, i);
   const float m_old = load(m, i);
   const float v_old = load(v, i);
-  const float m_new = m_old + step.m_rate * (g - m_old);
-  const float v_new = v_old + step.v_rate * (g * g - v_old);
+  const float m_new = m_old + m_rate * (g - m_old);
+  const float v_new = v_old + v_rate * (g * g - v_old);
   m[i] = convert_to<T>(m_new);
   v[i] = convert_to<T>(v_new);
-  param[i] = convert_to<T>(load(param, i) * step.decay -
-                           step.corrected_rate * m_new / (sqrtf(v_new) + step.epsilon));
+  param[i] = convert_to<T>(load(param, i) * decay -
+                           corrected_rate * m_new / (sqrtf(v_new) + step.epsilon));
 }
 
 void run_sgd(const KernelContext& c) {
@@ -59,15 +69,15 @@ void run_sgd(const KernelContext& c) {
   DeviceContext& context = enter(c);
   const std::int64_t count = c.inputs[0].numel();
   if (count == 0) return;
-  const SgdStep step{static_cast<float>(options.learning_rate),
-                     static_cast<float>(options.momentum), static_cast<float>(options.weight_decay),
+  const SgdStep step{static_cast<float>(options.momentum), static_cast<float>(options.weight_decay),
                      options.nesterov};
+  const auto* schedule = static_cast<const double*>(c.inputs[2].raw_data());
   visit_floating(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* velocity = c.outputs.size() == 2 ? static_cast<T*>(c.outputs[1].raw_data()) : nullptr;
     sgd_kernel<T><<<blocks_for(count), 256, 0, context.stream>>>(
         static_cast<T*>(c.outputs[0].raw_data()), static_cast<const T*>(c.inputs[1].raw_data()),
-        velocity, count, step);
+        velocity, count, schedule, step);
   });
 }
 
@@ -76,22 +86,15 @@ void run_adam(const KernelContext& c) {
   DeviceContext& context = enter(c);
   const std::int64_t count = c.inputs[0].numel();
   if (count == 0) return;
-  const double learning_rate = options.learning_rate;
-  const double beta1 = options.beta1;
-  const double beta2 = options.beta2;
-  const auto t = static_cast<double>(options.step);
-  // The bias correction folded into the step size, as Keras does.
-  const AdamStep step{static_cast<float>(learning_rate * std::sqrt(1.0 - std::pow(beta2, t)) /
-                                         (1.0 - std::pow(beta1, t))),
-                      static_cast<float>(1.0 - learning_rate * options.weight_decay),
-                      static_cast<float>(1.0 - beta1), static_cast<float>(1.0 - beta2),
+  const AdamStep step{options.beta1, options.beta2, options.weight_decay,
                       static_cast<float>(options.epsilon)};
+  const auto* schedule = static_cast<const double*>(c.inputs[2].raw_data());
   visit_floating(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     adam_kernel<T><<<blocks_for(count), 256, 0, context.stream>>>(
         static_cast<T*>(c.outputs[0].raw_data()), static_cast<const T*>(c.inputs[1].raw_data()),
         static_cast<T*>(c.outputs[1].raw_data()), static_cast<T*>(c.outputs[2].raw_data()), count,
-        step);
+        schedule, step);
   });
 }
 

@@ -840,14 +840,16 @@ void layout_cases(CaseList& list) {
 }
 
 void loss_and_update_cases(CaseList& list) {
-  // The mask is drawn once per call; a fresh generator each run keeps it fixed across the
-  // finite-difference evaluations and the same on every backend.
+  // The mask is drawn once per call; the generator restarted each call keeps it fixed across
+  // the finite-difference evaluations and the same on every backend. It outlives the call, as
+  // a generator a compiled step draws from must (the traced mode runs the call as a graph).
   list.add({.op = K::dropout,
             .name = "y_and_mask",
             .inputs = [](InputMaker& in) { return Inputs{in.uniform(elementwise_shape(in))}; },
             .run =
                 [](const Inputs& x) {
-                  Generator generator(99);
+                  static thread_local Generator generator;
+                  generator.set_state(99, 0);
                   const DropoutResult r = dropout(x[0], 0.3, generator);
                   return Outputs{r.y, r.mask};
                 }});
@@ -884,7 +886,8 @@ void loss_and_update_cases(CaseList& list) {
                 [](const Inputs& x) {
                   Tensor param = x[0].clone();
                   Tensor velocity = x[2].clone();
-                  sgd_update(param, x[1], velocity, {0.1, 0.9, true, 0.01});
+                  sgd_update(param, x[1], velocity, update_schedule(0.1, 1, param.device()),
+                             {0.9, true, 0.01});
                   return Outputs{param, velocity};
                 },
             .compare_gradients = false});
@@ -901,7 +904,8 @@ void loss_and_update_cases(CaseList& list) {
                   Tensor param = x[0].clone();
                   Tensor m = x[2].clone();
                   Tensor v = x[3].clone();
-                  adam_update(param, x[1], m, v, 3, {1e-2, 0.9, 0.999, 1e-7, 0.01});
+                  adam_update(param, x[1], m, v, update_schedule(1e-2, 3, param.device()),
+                              {0.9, 0.999, 1e-7, 0.01});
                   return Outputs{param, m, v};
                 },
             .compare_gradients = false});

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <iomanip>
 #include <map>
 #include <ostream>
@@ -11,6 +12,7 @@
 
 #include "ops/backend.h"
 #include "ops/harness/finite_difference.h"
+#include "tandem/compile.h"
 #include "tandem/cuda.h"
 
 namespace tandem::harness {
@@ -288,6 +290,45 @@ void run_backends(const OpCase& c, const Options& options, Report& report) {
   }
 }
 
+// ---- traced ----
+
+// The case as a compiled step (trace_step: traced once, passes, memory plan, one run) against
+// the same call run eagerly, on the CPU in f32, bit for bit: a graph runs the eager kernels on
+// the same values. A case whose op writes its inputs (the optimizer updates) clones them first,
+// and cloning reads values, so it is traced with its inputs captured, as a training step
+// captures weights and slots, instead of as the step's arguments.
+void run_traced(const OpCase& c, const Options& options, Report& report) {
+  InputMaker maker(DType::f32, options.size.value_or(Size::medium));
+  const Instance instance = c.make(maker);
+  const Outputs expected = instance.run(instance.inputs);
+  const bool captured = op_def(c.op).writes_aliased_inputs;
+  const Inputs arguments = captured ? Inputs{} : instance.inputs;
+  CompiledStep step = trace_step(
+      c.label(),
+      [&](const std::vector<Tensor>& symbolic) {
+        return instance.run(captured ? instance.inputs : symbolic);
+      },
+      arguments);
+  const Outputs actual = step.run(arguments);
+  std::string mismatch;
+  if (actual.size() != expected.size()) {
+    mismatch =
+        std::to_string(actual.size()) + " outputs, eagerly " + std::to_string(expected.size());
+  }
+  for (std::size_t i = 0; mismatch.empty() && i < actual.size(); ++i) {
+    const Tensor a = actual[i].to(Device::cpu());
+    const Tensor e = expected[i].to(Device::cpu());
+    if (a.shape() != e.shape() || a.dtype() != e.dtype() ||
+        std::memcmp(a.raw_data(), e.raw_data(), a.nbytes()) != 0) {
+      mismatch = "output " + std::to_string(i) + " differs from the eager call's";
+    }
+  }
+  if (!mismatch.empty()) {
+    report.failures.push_back(c.label() + " traced: " + mismatch + ", inputs " +
+                              shapes_of(instance.inputs) + seed_note() + "\n" + step.listing());
+  }
+}
+
 // ---- perf ----
 
 class CostCounter final : public OpObserver {
@@ -374,6 +415,8 @@ const std::vector<ModeDef>& modes() {
        run_backends},
       {Mode::perf, "perf", "time per call, GFLOP/s and GB/s of the op table's cost model",
        Size::large, always, run_perf},
+      {Mode::traced, "traced", "the case as a one-op compiled step against eager, bit for bit",
+       Size::medium, always, run_traced},
   };
   return table;
 }

@@ -11,8 +11,10 @@
 //             op table's FLOPs and bytes of every op a call runs: GFLOP/s and GB/s. A benchmark
 //             (bench/op_harness), not a test.
 // The tests (tests/ops/op_harness_test.cpp, tests/backend/op_harness_backends_test.cpp) and
-// bench/op_harness run the same functions below. A mode is one entry of modes(): a new one (the
-// one-op traced graph) adds its Mode, its entry and its run function, and covers every case.
+//   traced    every case as a one-op compiled step (tandem/compile.h) against the eager call, bit
+//             for bit (tests/compile/traced_harness_test.cpp).
+// bench/op_harness run the same functions below. A mode is one entry of modes(): a new one adds
+// its Mode, its entry and its run function, and covers every case.
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
@@ -24,7 +26,7 @@
 
 namespace tandem::harness {
 
-enum class Mode { grad, backends, perf };
+enum class Mode { grad, backends, perf, traced };
 
 struct Options;
 struct Report;

@@ -1,0 +1,375 @@
+// Compiling a traced graph (the passes, then the static memory plan) and running it.
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include "compile/passes.h"
+#include "compile/tracer.h"
+#include "core/tensor_copy.h"
+#include "ops/backend.h"
+#include "tandem/autodiff.h"
+#include "tandem/compile.h"
+
+namespace tandem {
+namespace {
+
+using compile::Graph;
+using compile::Value;
+using compile::ValueKind;
+
+constexpr std::size_t kAlignment = 64;  // as the CPU allocator aligns every buffer
+
+std::size_t aligned_bytes(const TensorMeta& meta) {
+  const std::size_t bytes =
+      static_cast<std::size_t>(shape_numel(meta.shape)) * dtype_size(meta.dtype);
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+std::string mebibytes(std::size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+// Where a root buffer lives.
+enum class Home {
+  arena,    // in the step's block, at an offset the plan chose
+  result,   // a buffer of its own that a result of the step views, reused once it is dropped
+  outside,  // the caller's input, a capture, a constant or a host operand
+};
+
+}  // namespace
+
+struct CompiledStep::Impl {
+  Graph graph;
+  CompiledStepStats stats;
+  Backend* backend = nullptr;
+  Tensor arena;                     // u8 (arena_bytes,)
+  std::vector<int> root;            // per value
+  std::vector<Home> home;           // per root value
+  std::vector<std::size_t> offset;  // per arena root
+  std::vector<int> arena_roots;
+  std::vector<int> result_roots;
+  std::vector<long> result_own_refs;       // per result root: storage references the step holds
+  std::vector<std::vector<int>> views_of;  // per root: the values viewing its buffer
+  std::vector<const Storage*> built_on;    // per root outside the arena: views made on this
+  std::vector<Tensor> handles;             // per value
+  std::vector<Tensor> host_staging;        // per host operand: its CPU copy
+  std::vector<Tensor> scratch_inputs, scratch_outputs;
+
+  Tensor view_of_root(int value) const {
+    const Value& v = graph.values[static_cast<std::size_t>(value)];
+    const Tensor& base = handles[static_cast<std::size_t>(root[static_cast<std::size_t>(value)])];
+    return Tensor::from_storage(base.storage(), base.storage_offset(), v.meta.shape, v.meta.dtype);
+  }
+  void rebuild_views(int root_value) {
+    for (int view : views_of[static_cast<std::size_t>(root_value)])
+      handles[static_cast<std::size_t>(view)] = view_of_root(view);
+    built_on[static_cast<std::size_t>(root_value)] =
+        handles[static_cast<std::size_t>(root_value)].storage().get();
+  }
+  void plan();
+  void ensure_arena();
+  void release_arena();
+  void bind(const std::vector<Tensor>& inputs);
+};
+
+// The block is allocated at a step's first run, and again after release_arena.
+void CompiledStep::Impl::ensure_arena() {
+  if (arena.defined()) return;
+  arena = Tensor::empty({static_cast<std::int64_t>(std::max(stats.arena_bytes, kAlignment))},
+                        DType::u8, graph.device);
+  for (int r : arena_roots) {
+    const Value& value = graph.values[static_cast<std::size_t>(r)];
+    handles[static_cast<std::size_t>(r)] = Tensor::from_storage(
+        arena.storage(), offset[static_cast<std::size_t>(r)], value.meta.shape, value.meta.dtype);
+    rebuild_views(r);
+  }
+}
+
+void CompiledStep::Impl::release_arena() {
+  for (int r : arena_roots) {
+    handles[static_cast<std::size_t>(r)] = Tensor();
+    for (int view : views_of[static_cast<std::size_t>(r)])
+      handles[static_cast<std::size_t>(view)] = Tensor();
+  }
+  arena = Tensor();
+}
+
+void CompiledStep::Impl::plan() {
+  const std::size_t count = graph.values.size();
+  root.resize(count);
+  for (std::size_t v = 0; v < count; ++v)
+    root[v] = graph.root(static_cast<int>(v));
+  home.assign(count, Home::outside);
+  offset.assign(count, 0);
+  views_of.assign(count, {});
+  built_on.assign(count, nullptr);
+  handles.assign(count, Tensor());
+  for (std::size_t v = 0; v < count; ++v) {
+    if (root[v] != static_cast<int>(v))
+      views_of[static_cast<std::size_t>(root[v])].push_back(static_cast<int>(v));
+  }
+
+  // Liveness of each buffer the nodes make: from its node to the last node touching a value in
+  // it. A buffer a result views leaves the block: the caller may keep it past the run.
+  std::vector<int> first(count, -1), last(count, -1);
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    const compile::Node& node = graph.nodes[n];
+    const auto touch = [&](int value) {
+      const auto r = static_cast<std::size_t>(root[static_cast<std::size_t>(value)]);
+      if (first[r] < 0) first[r] = static_cast<int>(n);
+      last[r] = static_cast<int>(n);
+    };
+    for (int input : node.inputs)
+      touch(input);
+    for (int output : node.outputs)
+      touch(output);
+  }
+  std::vector<bool> is_result_root(count, false);
+  for (int output : graph.outputs)
+    is_result_root[static_cast<std::size_t>(root[static_cast<std::size_t>(output)])] = true;
+
+  struct Buffer {
+    int value;
+    std::size_t bytes;
+  };
+  std::vector<Buffer> buffers;
+  for (std::size_t v = 0; v < count; ++v) {
+    const Value& value = graph.values[v];
+    if (value.kind != ValueKind::node || root[v] != static_cast<int>(v)) continue;
+    const std::size_t bytes = aligned_bytes(value.meta);
+    stats.unplanned_bytes += bytes;
+    if (is_result_root[v]) {
+      home[v] = Home::result;
+      result_roots.push_back(static_cast<int>(v));
+      stats.output_bytes += bytes;
+    } else {
+      home[v] = Home::arena;
+      buffers.push_back({static_cast<int>(v), bytes});
+    }
+  }
+  // Largest first, each at the lowest offset clear of every placed buffer alive at the same time.
+  std::stable_sort(buffers.begin(), buffers.end(),
+                   [](const Buffer& a, const Buffer& b) { return a.bytes > b.bytes; });
+  std::vector<Buffer> placed;
+  for (const Buffer& buffer : buffers) {
+    const auto v = static_cast<std::size_t>(buffer.value);
+    std::vector<std::pair<std::size_t, std::size_t>> taken;  // [begin, end) of overlapping ones
+    for (const Buffer& other : placed) {
+      const auto o = static_cast<std::size_t>(other.value);
+      if (first[o] <= last[v] && first[v] <= last[o])
+        taken.emplace_back(offset[o], offset[o] + other.bytes);
+    }
+    std::sort(taken.begin(), taken.end());
+    std::size_t candidate = 0;
+    for (const auto& [begin, end] : taken) {
+      if (candidate + buffer.bytes <= begin) break;
+      candidate = std::max(candidate, end);
+    }
+    offset[v] = candidate;
+    stats.arena_bytes = std::max(stats.arena_bytes, candidate + buffer.bytes);
+    placed.push_back(buffer);
+  }
+
+  const Device device = graph.device;
+  for (const Buffer& buffer : buffers)
+    arena_roots.push_back(buffer.value);
+  for (std::size_t v = 0; v < count; ++v) {
+    Value& value = graph.values[v];
+    switch (value.kind) {
+      case ValueKind::capture:
+      case ValueKind::constant:
+        handles[v] = value.tensor;
+        stats.capture_bytes += value.tensor.nbytes();
+        break;
+      case ValueKind::host: {
+        Tensor staging = Tensor::empty(value.meta.shape, value.meta.dtype, Device::cpu());
+        host_staging.push_back(staging);
+        handles[v] = device.type == DeviceType::cpu
+                         ? staging
+                         : Tensor::empty(value.meta.shape, value.meta.dtype, device);
+        stats.peak_bytes += aligned_bytes(value.meta);
+        break;
+      }
+      case ValueKind::node:
+        // The block's buffers are made when it is (ensure_arena).
+        if (root[v] == static_cast<int>(v) && home[v] == Home::result)
+          handles[v] = Tensor::empty(value.meta.shape, value.meta.dtype, device);
+        break;
+      case ValueKind::input:
+        break;
+    }
+  }
+  for (std::size_t v = 0; v < count; ++v) {
+    if (graph.values[v].kind != ValueKind::input && root[v] == static_cast<int>(v) &&
+        home[v] != Home::arena && !views_of[v].empty()) {
+      rebuild_views(static_cast<int>(v));
+    }
+  }
+  for (int result : result_roots)
+    result_own_refs.push_back(handles[static_cast<std::size_t>(result)].storage().use_count());
+  stats.peak_bytes += stats.arena_bytes + stats.output_bytes;
+  stats.nodes = graph.nodes.size();
+  stats.host_operands = graph.host_operands.size();
+  scratch_inputs.reserve(8);
+  scratch_outputs.reserve(8);
+}
+
+void CompiledStep::Impl::bind(const std::vector<Tensor>& inputs) {
+  ensure_arena();
+  if (inputs.size() != graph.inputs.size()) {
+    throw InvalidArgument("compiled step '" + graph.name + "' takes " +
+                          std::to_string(graph.inputs.size()) + " inputs, got " +
+                          std::to_string(inputs.size()));
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const int id = graph.inputs[i];
+    const Value& expected = graph.values[static_cast<std::size_t>(id)];
+    const Tensor& given = inputs[i];
+    if (!given.defined() || given.is_symbolic() || given.shape() != expected.meta.shape ||
+        given.dtype() != expected.meta.dtype || given.device() != expected.device) {
+      throw InvalidArgument(
+          "compiled step '" + graph.name + "': input " + std::to_string(i) + " was traced as " +
+          shape_str(expected.meta.shape) + " " + dtype_name(expected.meta.dtype) + " on " +
+          expected.device.str() + ", got " +
+          (given.defined() && !given.is_symbolic()
+               ? shape_str(given.shape()) + " " + dtype_name(given.dtype()) + " on " +
+                     given.device().str()
+               : std::string("no value")) +
+          "; call it through a tandem::function or StepCache, which retrace for a new shape");
+    }
+    handles[static_cast<std::size_t>(id)] = given;
+  }
+  // Views of buffers from outside follow them: a new batch, a weight given new storage by
+  // set_data (a checkpoint restored, a strategy binding a replica's copy).
+  for (std::size_t v = 0; v < graph.values.size(); ++v) {
+    if (home[v] != Home::outside || root[v] != static_cast<int>(v) || views_of[v].empty()) continue;
+    if (handles[v].storage().get() != built_on[v]) rebuild_views(static_cast<int>(v));
+  }
+  // A result buffer the caller still holds from the last run is left to the caller.
+  for (std::size_t k = 0; k < result_roots.size(); ++k) {
+    const auto r = static_cast<std::size_t>(result_roots[k]);
+    if (handles[r].storage().use_count() > result_own_refs[k]) {
+      const Value& value = graph.values[r];
+      handles[r] = Tensor::empty(value.meta.shape, value.meta.dtype, graph.device);
+      rebuild_views(static_cast<int>(r));
+    }
+  }
+  for (std::size_t k = 0; k < graph.host_operands.size(); ++k) {
+    const auto id = static_cast<std::size_t>(graph.host_operands[k]);
+    graph.values[id].fill(host_staging[k]);
+    if (graph.device.type != DeviceType::cpu) {
+      tandem::detail::copy_into(handles[id], host_staging[k], graph.values[id].what);
+    }
+  }
+}
+
+std::vector<Tensor> CompiledStep::run(const std::vector<Tensor>& inputs) {
+  Impl& step = *impl_;
+  // An enclosing tape must not record the nodes: their buffers are reused within the run. The
+  // profiler does see them, as it sees eager ops.
+  NoGradGuard no_grad;
+  const auto observers = current_op_observers();
+  step.bind(inputs);
+  std::optional<SpanScope> phase;  // the span of the nodes' phase, as the eager step marks it
+  SpanKind phase_kind = SpanKind::step;
+  for (const compile::Node& node : step.graph.nodes) {
+    if (node.phase != phase_kind) {
+      phase.reset();
+      phase_kind = node.phase;
+      if (phase_kind != SpanKind::step) phase.emplace(phase_kind);
+    }
+    step.scratch_inputs.clear();
+    step.scratch_outputs.clear();
+    for (int input : node.inputs)
+      step.scratch_inputs.push_back(step.handles[static_cast<std::size_t>(input)]);
+    for (int output : node.outputs)
+      step.scratch_outputs.push_back(step.handles[static_cast<std::size_t>(output)]);
+    for (OpObserver* observer : *observers)
+      observer->before_op(node.kind, step.scratch_inputs, node.attrs);
+    step.backend->run(
+        KernelContext{node.kind, step.scratch_inputs, step.scratch_outputs, node.attrs});
+    for (OpObserver* observer : *observers)
+      observer->after_op(node.kind, step.scratch_inputs, step.scratch_outputs, node.attrs);
+  }
+  phase.reset();
+  step.scratch_inputs.clear();
+  step.scratch_outputs.clear();
+  std::vector<Tensor> results;
+  results.reserve(step.graph.outputs.size());
+  for (int output : step.graph.outputs) {
+    const auto v = static_cast<std::size_t>(output);
+    const Value& value = step.graph.values[v];
+    const Home home = step.home[static_cast<std::size_t>(step.root[v])];
+    if (home == Home::result) {
+      results.push_back(step.view_of_root(output));
+    } else if (value.kind == ValueKind::host) {
+      results.push_back(step.handles[v].clone());
+    } else {
+      results.push_back(step.handles[v]);
+    }
+  }
+  return results;
+}
+
+void CompiledStep::release_memory() {
+  impl_->release_arena();
+}
+
+const std::string& CompiledStep::name() const {
+  return impl_->graph.name;
+}
+
+const CompiledStepStats& CompiledStep::stats() const {
+  return impl_->stats;
+}
+
+std::string CompiledStep::listing() const {
+  const Impl& step = *impl_;
+  const CompiledStepStats& s = step.stats;
+  std::string text = "compiled step '" + step.graph.name + "' on " + step.graph.device.str() +
+                     ": " + std::to_string(s.nodes) + " nodes (traced " +
+                     std::to_string(s.traced_nodes) + "; " + std::to_string(s.folded) +
+                     " folded, " + std::to_string(s.merged) + " merged, " +
+                     std::to_string(s.removed) + " removed), " + std::to_string(s.host_operands) +
+                     " host operands\n";
+  text += compile::graph_listing(step.graph);
+  text += "memory plan: intermediates in one block of " + mebibytes(s.arena_bytes) + " (" +
+          mebibytes(s.unplanned_bytes - s.output_bytes) + " with a buffer each), results " +
+          mebibytes(s.output_bytes) + ", peak " + mebibytes(s.peak_bytes) +
+          " beyond the captured " + mebibytes(s.capture_bytes) + "\n";
+  return text;
+}
+
+CompiledStep trace_step(const std::string& name, const StepBody& body,
+                        const std::vector<Tensor>& examples) {
+  compile::Tracer tracer(name);
+  std::vector<Tensor> outputs;
+  {
+    std::vector<Tensor> inputs;
+    for (const Tensor& example : examples)
+      inputs.push_back(tracer.add_input(example));
+    TraceRecorderScope scope(&tracer);
+    outputs = body(inputs);
+  }
+  auto impl = std::make_shared<CompiledStep::Impl>();
+  impl->graph = tracer.finish(outputs);
+  outputs.clear();
+  Graph& graph = impl->graph;
+  impl->stats.traced_nodes = graph.nodes.size();
+  compile::PassCounts counts;
+  compile::find_constants(graph, counts);
+  compile::fold_constants(graph, counts);
+  compile::merge_common_subexpressions(graph, counts);
+  compile::remove_dead_nodes(graph, counts);
+  impl->stats.constants = counts.constants;
+  impl->stats.folded = counts.folded;
+  impl->stats.merged = counts.merged;
+  impl->stats.removed = counts.removed;
+  impl->backend = &backend_for(graph.device);
+  impl->plan();
+  return CompiledStep(std::move(impl));
+}
+
+}  // namespace tandem

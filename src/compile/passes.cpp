@@ -1,0 +1,161 @@
+#include "compile/passes.h"
+
+#include <map>
+#include <unordered_map>
+
+#include "ops/backend.h"
+
+namespace tandem::compile {
+namespace {
+
+bool is_constant(const Graph& graph, int value) {
+  return graph.values[static_cast<std::size_t>(value)].kind == ValueKind::constant;
+}
+
+// Renames uses of values (inputs of later nodes, aliases, the step's outputs) by `renamed`.
+void rename_uses(Graph& graph, const std::unordered_map<int, int>& renamed) {
+  if (renamed.empty()) return;
+  const auto rename = [&](int& value) {
+    if (const auto found = renamed.find(value); found != renamed.end()) value = found->second;
+  };
+  for (Node& node : graph.nodes)
+    for (int& input : node.inputs)
+      rename(input);
+  for (Value& value : graph.values)
+    if (value.alias_of >= 0) rename(value.alias_of);
+  for (int& output : graph.outputs)
+    rename(output);
+}
+
+}  // namespace
+
+void find_constants(Graph& graph, PassCounts& counts) {
+  std::vector<bool> written(graph.values.size(), false);
+  for (const Node& node : graph.nodes) {
+    if (!graph.writes(node)) continue;
+    for (int output : node.outputs)
+      if (graph.values[static_cast<std::size_t>(output)].alias_of >= 0)
+        written[static_cast<std::size_t>(graph.root(output))] = true;
+  }
+  for (std::size_t i = 0; i < graph.values.size(); ++i) {
+    Value& value = graph.values[i];
+    if (value.kind != ValueKind::capture || written[i] || value.tensor.is_variable()) continue;
+    // One handle (the graph's) and one holder of its storage: nothing else can reach it.
+    if (value.tensor.use_count() == 1 && value.tensor.storage().use_count() == 1) {
+      value.kind = ValueKind::constant;
+      ++counts.constants;
+    }
+  }
+}
+
+void fold_constants(Graph& graph, PassCounts& counts) {
+  std::vector<Node> kept;
+  kept.reserve(graph.nodes.size());
+  for (Node& node : graph.nodes) {
+    const OpDef& def = op_def(node.kind);
+    bool foldable = !graph.writes(node);
+    for (int input : node.inputs)
+      foldable = foldable && is_constant(graph, input);
+    if (!foldable) {
+      kept.push_back(std::move(node));
+      continue;
+    }
+    std::vector<Tensor> inputs;
+    for (int input : node.inputs)
+      inputs.push_back(graph.values[static_cast<std::size_t>(input)].tensor);
+    std::vector<Tensor> outputs;
+    for (std::size_t k = 0; k < node.outputs.size(); ++k) {
+      const Value& value = graph.values[static_cast<std::size_t>(node.outputs[k])];
+      const int alias = k < def.output_aliases.size() ? def.output_aliases[k] : -1;
+      outputs.push_back(
+          alias >= 0 ? Tensor::from_storage(inputs[alias].storage(), inputs[alias].storage_offset(),
+                                            value.meta.shape, value.meta.dtype)
+                     : Tensor::empty(value.meta.shape, value.meta.dtype, value.device));
+    }
+    backend_for(graph.device).run(KernelContext{node.kind, inputs, outputs, node.attrs});
+    for (std::size_t k = 0; k < node.outputs.size(); ++k) {
+      Value& value = graph.values[static_cast<std::size_t>(node.outputs[k])];
+      value.kind = ValueKind::constant;
+      value.node = -1;
+      value.alias_of = -1;  // a constant holds its own tensor (a view shares the input's storage)
+      value.tensor = outputs[k];
+    }
+    ++counts.folded;
+  }
+  graph.nodes = std::move(kept);
+}
+
+void merge_common_subexpressions(Graph& graph, PassCounts& counts) {
+  // Per buffer, how many writes came so far: a read after a write is another value.
+  std::vector<int> version(graph.values.size(), 0);
+  std::map<std::string, int> seen;  // key -> index into kept
+  std::unordered_map<int, int> renamed;
+  std::vector<Node> kept;
+  kept.reserve(graph.nodes.size());
+  for (Node& node : graph.nodes) {
+    for (int& input : node.inputs)
+      if (const auto found = renamed.find(input); found != renamed.end()) input = found->second;
+    for (int output : node.outputs) {
+      Value& value = graph.values[static_cast<std::size_t>(output)];
+      if (value.alias_of >= 0)
+        if (const auto found = renamed.find(value.alias_of); found != renamed.end())
+          value.alias_of = found->second;
+    }
+    if (graph.writes(node)) {
+      for (int output : node.outputs)
+        if (graph.values[static_cast<std::size_t>(output)].alias_of >= 0)
+          ++version[static_cast<std::size_t>(graph.root(output))];
+      kept.push_back(std::move(node));
+      continue;
+    }
+    std::string key = std::to_string(static_cast<int>(node.kind)) + "|" + node.attrs.str();
+    for (int input : node.inputs) {
+      key += "|" + std::to_string(input) + "@" +
+             std::to_string(version[static_cast<std::size_t>(graph.root(input))]);
+    }
+    const auto [entry, inserted] = seen.try_emplace(key, static_cast<int>(kept.size()));
+    if (inserted) {
+      kept.push_back(std::move(node));
+      continue;
+    }
+    const Node& earlier = kept[static_cast<std::size_t>(entry->second)];
+    for (std::size_t k = 0; k < node.outputs.size(); ++k)
+      renamed[node.outputs[k]] = earlier.outputs[k];
+    ++counts.merged;
+  }
+  graph.nodes = std::move(kept);
+  rename_uses(graph, renamed);
+}
+
+void remove_dead_nodes(Graph& graph, PassCounts& counts) {
+  std::vector<bool> live(graph.values.size(), false);
+  const auto mark = [&](int value) {
+    // A live view keeps the buffer it views (and what made it) live.
+    for (; value >= 0; value = graph.values[static_cast<std::size_t>(value)].alias_of)
+      live[static_cast<std::size_t>(value)] = true;
+  };
+  for (int output : graph.outputs)
+    mark(output);
+  std::vector<bool> keep(graph.nodes.size(), false);
+  for (std::size_t n = graph.nodes.size(); n-- > 0;) {
+    const Node& node = graph.nodes[n];
+    bool needed = graph.writes(node);
+    for (int output : node.outputs)
+      needed = needed || live[static_cast<std::size_t>(output)];
+    if (!needed) continue;
+    keep[n] = true;
+    for (int input : node.inputs)
+      mark(input);
+  }
+  std::vector<Node> kept;
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (keep[n]) {
+      kept.push_back(std::move(graph.nodes[n]));
+    } else {
+      ++counts.removed;
+    }
+  }
+  graph.nodes = std::move(kept);
+}
+
+}  // namespace tandem::compile

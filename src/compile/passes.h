@@ -1,0 +1,28 @@
+#pragma once
+// The passes over a traced graph, in the order compile_graph runs them.
+#include <cstddef>
+
+#include "compile/graph.h"
+
+namespace tandem::compile {
+
+struct PassCounts {
+  std::size_t constants = 0;  // captures found to be constants
+  std::size_t folded = 0;     // nodes evaluated at compile time
+  std::size_t merged = 0;     // nodes that repeated an earlier one
+  std::size_t removed = 0;    // nodes whose results nothing used
+};
+
+// A capture that nothing outside the graph holds (no other handle, no view of its storage), that
+// is not a variable and that no node writes can never change: it becomes a constant.
+void find_constants(Graph& graph, PassCounts& counts);
+// Runs, once, every node whose inputs are all constants (on the graph's device, with the same
+// kernels a run would use) and makes its outputs constants.
+void fold_constants(Graph& graph, PassCounts& counts);
+// Merges a node into an earlier one of the same op, attributes and inputs, when no write to
+// those inputs' buffers came between them.
+void merge_common_subexpressions(Graph& graph, PassCounts& counts);
+// Drops nodes whose outputs neither the step's results nor a writing node need.
+void remove_dead_nodes(Graph& graph, PassCounts& counts);
+
+}  // namespace tandem::compile

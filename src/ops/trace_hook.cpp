@@ -1,0 +1,34 @@
+#include "ops/trace_hook.h"
+
+namespace tandem {
+namespace {
+thread_local TraceRecorder* current_recorder = nullptr;
+}  // namespace
+
+TraceRecorder* active_trace_recorder() {
+  return current_recorder;
+}
+
+bool tracing() {
+  return current_recorder != nullptr;
+}
+
+TraceRecorderScope::TraceRecorderScope(TraceRecorder* recorder) : outer_(current_recorder) {
+  current_recorder = recorder;
+}
+
+TraceRecorderScope::~TraceRecorderScope() {
+  current_recorder = outer_;
+}
+
+Tensor host_operand(const char* what, const Shape& shape, DType dtype, Device device,
+                    HostFill fill) {
+  if (TraceRecorder* recorder = active_trace_recorder()) {
+    return recorder->record_host_operand(what, TensorMeta{shape, dtype}, device, std::move(fill));
+  }
+  Tensor host = Tensor::empty(shape, dtype, Device::cpu());
+  fill(host);
+  return host.to(device);
+}
+
+}  // namespace tandem

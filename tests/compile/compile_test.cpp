@@ -1,0 +1,246 @@
+// Compiled steps: tracing, the passes, the memory plan, host operands, the cache and
+// tandem::function, each against the same computation run eagerly.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "support/errors.h"
+#include "tandem/tandem.h"
+
+namespace tandem {
+namespace {
+
+using testing::error_of;
+
+Tensor uniform(const Shape& shape, std::uint64_t seed) {
+  Generator generator(seed);
+  return random_uniform(shape, -1.0, 1.0, DType::f32, generator);
+}
+
+// Bit-for-bit equality: the graph runs the eager kernels on the same inputs.
+void expect_identical(const Tensor& actual, const Tensor& expected, const std::string& label) {
+  ASSERT_EQ(actual.shape(), expected.shape()) << label;
+  ASSERT_EQ(actual.dtype(), expected.dtype()) << label;
+  const Tensor a = actual.to(Device::cpu());
+  const Tensor b = expected.to(Device::cpu());
+  EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0) << label;
+}
+
+// Captures compile messages for the test's lifetime.
+class CapturedLog {
+ public:
+  CapturedLog() {
+    set_compile_log([this](const std::string& line) { lines.push_back(line); });
+  }
+  ~CapturedLog() { set_compile_log(nullptr); }
+  std::vector<std::string> lines;
+};
+
+std::vector<Tensor> dense_relu(const std::vector<Tensor>& in) {
+  return {relu(matmul(in[0], in[1], in[2]))};
+}
+
+TEST(CompiledStep, RunsAsEagerDoesBitForBit) {
+  const Tensor x = uniform({8, 5}, 1), w = uniform({5, 3}, 2), b = uniform({3}, 3);
+  CompiledStep step = trace_step("dense", dense_relu, {x, w, b});
+  EXPECT_EQ(step.stats().traced_nodes, 2u);
+  EXPECT_EQ(step.stats().nodes, 2u);
+  const std::vector<Tensor> compiled = step.run({x, w, b});
+  ASSERT_EQ(compiled.size(), 1u);
+  expect_identical(compiled[0], dense_relu({x, w, b})[0], "dense relu");
+  // Other values of the same shapes run the same graph.
+  const Tensor x2 = uniform({8, 5}, 4);
+  expect_identical(step.run({x2, w, b})[0], dense_relu({x2, w, b})[0], "second batch");
+}
+
+TEST(CompiledStep, TracingRunsNothingAndReadingAValueNamesTheOp) {
+  const Tensor x = uniform({4, 4}, 5);
+  int body_calls = 0;
+  CompiledStep step = trace_step("square",
+                                 [&](const std::vector<Tensor>& in) {
+                                   ++body_calls;
+                                   EXPECT_TRUE(in[0].is_symbolic());
+                                   const Tensor y = square(in[0]);
+                                   EXPECT_TRUE(y.is_symbolic());
+                                   return std::vector<Tensor>{y};
+                                 },
+                                 {x});
+  step.run({x});
+  step.run({x});
+  EXPECT_EQ(body_calls, 1);
+  try {
+    trace_step("reads",
+               [](const std::vector<Tensor>& in) {
+                 const Tensor total = sum(exp(in[0]));
+                 if (total.item() > 0) return std::vector<Tensor>{total};  // host control flow
+                 return std::vector<Tensor>{in[0]};
+               },
+               {x});
+    FAIL() << "reading a symbolic value did not throw";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("output 0 of sum (node 1)"), std::string::npos) << message;
+    EXPECT_NE(message.find("traced step 'reads'"), std::string::npos) << message;
+    EXPECT_NE(message.find("--jit off"), std::string::npos) << message;
+  }
+}
+
+TEST(CompiledStep, FoldsConstantsMergesRepeatsAndDropsDeadWork) {
+  const Tensor x = uniform({6}, 6);
+  const auto body = [](const std::vector<Tensor>& in) {
+    // Made during the trace and held by nothing else: constants, folded to one.
+    const Tensor three = Tensor::scalar(1.0) + Tensor::scalar(2.0);
+    const Tensor unused = tanh(in[0]);  // nothing uses it
+    return std::vector<Tensor>{exp(in[0]) * three + exp(in[0])};
+  };
+  CompiledStep step = trace_step("passes", body, {x});
+  const CompiledStepStats& stats = step.stats();
+  EXPECT_EQ(stats.folded, 1u) << step.listing();
+  EXPECT_EQ(stats.merged, 1u) << step.listing();
+  EXPECT_EQ(stats.removed, 1u) << step.listing();
+  EXPECT_EQ(stats.nodes, 3u) << step.listing();  // exp, mul, add
+  expect_identical(step.run({x})[0], body({x})[0], "after the passes");
+}
+
+TEST(CompiledStep, ReadsWeightsByReferenceAndUpdatesThemInPlace) {
+  const Tensor x = uniform({4, 3}, 7);
+  Tensor w_compiled = uniform({3, 2}, 8);
+  w_compiled.set_variable(true);
+  Tensor w_eager = w_compiled.clone();
+  w_eager.set_variable(true);
+  // One SGD step on sum(x w)^2, the gradient by the tape.
+  const auto sgd_step = [](const Tensor& input, Tensor& w) {
+    Tensor gradient;
+    Tensor loss;
+    {
+      GradientTape tape;
+      loss = sum(square(matmul(input, w)));
+      gradient = tape.gradient(loss, {w})[0];
+    }
+    Tensor no_velocity;
+    sgd_update(w, gradient, no_velocity, update_schedule(0.01, 1, w.device()));
+    return loss;
+  };
+  CompiledStep step = trace_step("sgd",
+                                 [&](const std::vector<Tensor>& in) {
+                                   return std::vector<Tensor>{sgd_step(in[0], w_compiled)};
+                                 },
+                                 {x});
+  for (int i = 0; i < 3; ++i) {
+    const Tensor loss_compiled = step.run({x})[0];
+    const Tensor loss_eager = sgd_step(x, w_eager);
+    expect_identical(loss_compiled, loss_eager, "loss " + std::to_string(i));
+    expect_identical(w_compiled, w_eager, "weights after step " + std::to_string(i));
+  }
+  // New storage for the weight (a checkpoint restored) is what the next run reads and updates.
+  const Tensor restored = uniform({3, 2}, 9);
+  w_compiled.set_data(restored.clone());
+  w_eager.set_data(restored.clone());
+  expect_identical(step.run({x})[0], sgd_step(x, w_eager), "loss after set_data");
+  expect_identical(w_compiled, w_eager, "weights after set_data");
+}
+
+TEST(CompiledStep, HostOperandsAreFilledEveryRunInTraceOrder) {
+  const Tensor x = uniform({64}, 10);
+  Generator compiled_generator(42), eager_generator(42);
+  double rate = 0.5;
+  std::vector<std::string> fills;
+  const auto body = [&](const Tensor& input, Generator& generator) {
+    const Tensor scale = host_operand("scale", {}, DType::f32, input.device(), [&](Tensor& host) {
+      fills.push_back("scale");
+      host.data<float>()[0] = static_cast<float>(rate);
+    });
+    const DropoutResult dropped = dropout(input, 0.25, generator);
+    return dropped.y * scale;
+  };
+  CompiledStep step = trace_step("host",
+                                 [&](const std::vector<Tensor>& in) {
+                                   return std::vector<Tensor>{body(in[0], compiled_generator)};
+                                 },
+                                 {x});
+  EXPECT_TRUE(fills.empty()) << "a fill ran at trace time";
+  EXPECT_EQ(step.stats().host_operands, 2u);
+  for (int i = 0; i < 3; ++i) {
+    rate = 0.5 + i;  // changes every run: an operand, not a constant
+    const Tensor compiled = step.run({x})[0];
+    const Tensor eager = body(x, eager_generator);
+    expect_identical(compiled, eager, "run " + std::to_string(i));
+  }
+  EXPECT_EQ(compiled_generator.offset(), eager_generator.offset());
+  EXPECT_EQ(fills.size(), 6u);
+}
+
+TEST(CompiledStep, PlansMemoryByLivenessAndKeepsResultsTheCallerHolds) {
+  const Tensor x = uniform({256, 256}, 11);
+  const auto chain = [](const std::vector<Tensor>& in) {
+    Tensor y = in[0];
+    for (int i = 0; i < 8; ++i)
+      y = tanh(y + in[0]);
+    return std::vector<Tensor>{y};
+  };
+  CompiledStep step = trace_step("chain", chain, {x});
+  const CompiledStepStats& stats = step.stats();
+  const std::size_t buffer = 256 * 256 * sizeof(float);
+  // Sixteen intermediates, two alive at a time; the result has a buffer of its own.
+  EXPECT_EQ(stats.unplanned_bytes, 16 * buffer);
+  EXPECT_EQ(stats.arena_bytes, 2 * buffer) << step.listing();
+  EXPECT_EQ(stats.output_bytes, buffer);
+  EXPECT_NE(step.listing().find("memory plan"), std::string::npos);
+  const Tensor first = step.run({x})[0];
+  const Tensor kept = first.clone();
+  const Tensor second = step.run({uniform({256, 256}, 12)})[0];
+  expect_identical(first, kept, "a result held across the next run");
+  EXPECT_NE(first.raw_data(), second.raw_data());
+}
+
+TEST(CompiledStep, ReleasedMemoryComesBackAtTheNextRun) {
+  const Tensor x = uniform({64, 64}, 16);
+  const auto body = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{tanh(exp(in[0]) + in[0])};
+  };
+  CompiledStep step = trace_step("released", body, {x});
+  const Tensor first = step.run({x})[0].clone();
+  const std::size_t held = memory_info(Device::cpu()).held;
+  step.release_memory();
+  EXPECT_LT(memory_info(Device::cpu()).held, held);
+  expect_identical(step.run({x})[0], first, "after release_memory");
+}
+
+TEST(CompiledStep, RefusesInputsOfAnotherSignature) {
+  CompiledStep step =
+      trace_step("dense", dense_relu, {uniform({8, 5}, 1), uniform({5, 3}, 2), uniform({3}, 3)});
+  const std::string message = error_of([&] {
+    step.run({uniform({4, 5}, 1), uniform({5, 3}, 2), uniform({3}, 3)});
+  });
+  EXPECT_NE(message.find("input 0 was traced as (8, 5) f32"), std::string::npos) << message;
+  EXPECT_NE(message.find("got (4, 5) f32"), std::string::npos) << message;
+}
+
+TEST(Function, TracesOncePerSignatureAndSaysWhatChanged) {
+  CapturedLog log;
+  int traces = 0;
+  Function step = function("double_it", [&](const std::vector<Tensor>& in) {
+    ++traces;
+    return std::vector<Tensor>{in[0] * 2.0};
+  });
+  const Tensor a = uniform({4, 3}, 13);
+  for (int i = 0; i < 3; ++i)
+    expect_identical(step({a})[0], a * 2.0, "call " + std::to_string(i));
+  EXPECT_EQ(traces, 1);
+  EXPECT_TRUE(log.lines.empty());
+  step({uniform({2, 3}, 14)});
+  EXPECT_EQ(traces, 2);
+  ASSERT_EQ(log.lines.size(), 1u);
+  EXPECT_NE(log.lines[0].find("input 0: (4, 3) f32 on cpu -> (2, 3) f32 on cpu"), std::string::npos)
+      << log.lines[0];
+  step({a});  // cached: no trace, no message
+  EXPECT_EQ(traces, 2);
+  step({uniform({1, 3}, 15)});
+  EXPECT_EQ(step.compiles(), 3);
+  ASSERT_EQ(log.lines.size(), 3u);
+  EXPECT_NE(log.lines[2].find("compiled 3 times"), std::string::npos) << log.lines[2];
+  EXPECT_NE(log.lines[2].find("partial last batch"), std::string::npos) << log.lines[2];
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,202 @@
+// Compiled training steps (CompileOptions::jit_compile) against eager ones: every zoo model, in
+// f32 and mixed bf16, 20 steps of fit from the same seed give the same per-step losses and the
+// same weights, bit for bit (a compiled step runs the eager kernels on the same values, in the
+// same order, dropout masks and BatchNorm statistics included); and the cache's behaviour.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "support/errors.h"
+#include "tandem/data.h"
+#include "tandem/tandem.h"
+
+namespace tandem {
+namespace {
+
+using testing::error_of;
+
+constexpr std::int64_t kSteps = 20;
+
+struct ZooCase {
+  std::string name;
+  std::function<nn::Model()> build;
+  Shape example;  // one example's shape
+  std::int64_t classes;
+  bool tokens;  // integer inputs (a transformer's token ids)
+};
+
+std::vector<ZooCase> zoo_cases() {
+  nn::zoo::TransformerEncoderConfig tiny;
+  tiny.vocabulary_size = 40;
+  tiny.max_sequence_length = 8;
+  tiny.hidden_size = 16;
+  tiny.layers = 1;
+  tiny.heads = 2;
+  tiny.intermediate_size = 32;
+  tiny.dropout = 0.1;
+  return {
+      {"mlp",
+       [] {
+         return nn::zoo::build("mlp", {8, 8, 1}, 5);
+       },
+       {8, 8, 1},
+       5,
+       false},
+      {"cnn",
+       [] {
+         return nn::zoo::build("cnn", {14, 14, 1}, 5);
+       },
+       {14, 14, 1},
+       5,
+       false},
+      {"resnet_small",
+       [] {
+         return nn::zoo::build("resnet_small", {12, 12, 3}, 4);
+       },
+       {12, 12, 3},
+       4,
+       false},
+      {"resnet50",
+       [] {
+         return nn::zoo::build("resnet50", {32, 32, 3}, 3);
+       },
+       {32, 32, 3},
+       3,
+       false},
+      {"transformer", [tiny] { return nn::zoo::transformer_encoder(tiny, 8, 3); }, {8}, 3, true},
+  };
+}
+
+// Integers in [0, high), i32.
+Tensor random_integers(const Shape& shape, std::int64_t high, Generator& generator) {
+  std::vector<std::int32_t> values;
+  for (float u : random_uniform(shape, 0.0, 1.0, DType::f32, generator).to_vector<float>())
+    values.push_back(std::min(static_cast<std::int32_t>(u * static_cast<float>(high)),
+                              static_cast<std::int32_t>(high - 1)));
+  return Tensor::from_vector(values, shape);
+}
+
+data::TensorDataset training_data(const ZooCase& c, std::int64_t batch) {
+  Generator generator(11);
+  Shape shape{batch * kSteps};
+  shape.insert(shape.end(), c.example.begin(), c.example.end());
+  const Tensor x = c.tokens ? random_integers(shape, 40, generator)
+                            : random_uniform(shape, -1.0, 1.0, DType::f32, generator);
+  const Tensor labels = random_integers({batch * kSteps}, c.classes, generator);
+  data::TensorDataset dataset(x, labels);
+  dataset.batch(batch);
+  return dataset;
+}
+
+struct TrainingRun {
+  std::vector<double> losses;  // the running loss after every step
+  std::vector<Tensor> weights;
+  bool jit = false;
+};
+
+TrainingRun train(const ZooCase& c, bool jit, std::int64_t batch) {
+  manual_seed(5);
+  nn::Model model = c.build();
+  model.compile({.optimizer = train::Adam(train::LearningRate(train::CosineDecay(3e-3, kSteps))),
+                 .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true),
+                 .metrics = {"accuracy"},
+                 .jit_compile = jit});
+  TrainingRun run;
+  run.jit = model.jit_compiled();
+  train::FitOptions options;
+  options.verbose = 0;
+  options.callbacks.push_back(
+      std::make_shared<train::LambdaCallback>(train::LambdaCallback::Functions{
+          .on_train_batch_end = [&](std::int64_t, const train::Logs& logs) {
+            run.losses.push_back(logs.at("loss"));
+          }}));
+  const data::TensorDataset dataset = training_data(c, batch);
+  model.fit(dataset, 1, options);
+  for (const Tensor& weight : model.weights())
+    run.weights.push_back(weight.clone());
+  return run;
+}
+
+void expect_same_runs(const TrainingRun& compiled, const TrainingRun& eager,
+                      const std::string& label) {
+  EXPECT_TRUE(compiled.jit) << label;
+  EXPECT_FALSE(eager.jit) << label;
+  ASSERT_EQ(compiled.losses.size(), static_cast<std::size_t>(kSteps)) << label;
+  EXPECT_EQ(compiled.losses, eager.losses) << label;
+  ASSERT_EQ(compiled.weights.size(), eager.weights.size()) << label;
+  for (std::size_t i = 0; i < compiled.weights.size(); ++i) {
+    const Tensor& a = compiled.weights[i];
+    const Tensor& b = eager.weights[i];
+    ASSERT_EQ(a.shape(), b.shape()) << label;
+    EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0)
+        << label << ": weight " << i << " '" << a.name() << "' differs";
+  }
+}
+
+class CompiledFit : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(CompiledFit, EqualsEagerBitForBit) {
+  const ZooCase c = zoo_cases()[static_cast<std::size_t>(std::get<0>(GetParam()))];
+  const std::string policy = std::get<1>(GetParam());
+  mixed_precision::set_global_policy(policy);
+  const std::int64_t batch = c.name == "resnet50" ? 2 : 8;
+  const TrainingRun compiled = train(c, true, batch);
+  const TrainingRun eager = train(c, false, batch);
+  mixed_precision::set_global_policy("float32");
+  expect_same_runs(compiled, eager, c.name + " " + policy);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Zoo, CompiledFit,
+    ::testing::Combine(::testing::Range(0, 5), ::testing::Values("float32", "mixed_bfloat16")),
+    [](const ::testing::TestParamInfo<std::tuple<int, std::string>>& info) {
+      return zoo_cases()[static_cast<std::size_t>(std::get<0>(info.param))].name + "_" +
+             std::get<1>(info.param);
+    });
+
+TEST(CompiledFitCache, ALearningRateScheduleNeverRecompilesANewBatchShapeDoesOnce) {
+  std::vector<std::string> messages;
+  set_compile_log([&](const std::string& line) { messages.push_back(line); });
+  const ZooCase c = zoo_cases()[0];
+  manual_seed(5);
+  nn::Model model = c.build();
+  // A cosine schedule: the rate changes every step.
+  model.compile({.optimizer = train::Adam(train::LearningRate(train::CosineDecay(1e-2, 50))),
+                 .loss = train::SparseCategoricalCrossentropy(true),
+                 .jit_compile = true});
+  Generator generator(3);
+  const Tensor x = random_uniform({60, 8, 8, 1}, -1.0, 1.0, DType::f32, generator);
+  const Tensor y = Tensor::zeros({60}, DType::i32);
+  // 60 examples in batches of 16: three full batches and a partial one of 12, twice.
+  model.fit(x, y, 16, 2, 0.0, false, 0, train::FitOptions{.verbose = 0});
+  set_compile_log(nullptr);
+  ASSERT_EQ(messages.size(), 1u) << "expected one recompile, for the partial batch";
+  EXPECT_NE(messages[0].find("input 0: (16, 8, 8, 1) f32 on cpu -> (12, 8, 8, 1) f32 on cpu"),
+            std::string::npos)
+      << messages[0];
+  EXPECT_EQ(model.optimizer().iterations(), 8);
+}
+
+TEST(CompiledFitCache, AStepThatCannotBeCompiledSaysWhy) {
+  nn::Model model = nn::zoo::build("mlp", {8, 8, 1}, 2);
+  const std::string message = error_of([&] {
+    model.compile(
+        {.optimizer = train::Adam(1e-3, 0.9, 0.999, 1e-7,
+                                  train::OptimizerOptions{.gradient_accumulation_steps = 2}),
+         .loss = train::SparseCategoricalCrossentropy(true),
+         .jit_compile = true});
+  });
+  EXPECT_NE(message.find("accumulates gradients over 2 steps"), std::string::npos) << message;
+  EXPECT_NE(message.find("--jit off"), std::string::npos) << message;
+  // Unset, the default falls back to the eager step.
+  model.compile(
+      {.optimizer = train::Adam(1e-3, 0.9, 0.999, 1e-7,
+                                train::OptimizerOptions{.gradient_accumulation_steps = 2}),
+       .loss = train::SparseCategoricalCrossentropy(true)});
+  EXPECT_FALSE(model.jit_compiled());
+}
+
+}  // namespace
+}  // namespace tandem
