@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "ops/backend.h"
+#include "ops/op_attrs.h"
 
 namespace tandem::compile {
 namespace {
@@ -155,6 +156,57 @@ void remove_dead_nodes(Graph& graph, PassCounts& counts) {
       ++counts.removed;
     }
   }
+  graph.nodes = std::move(kept);
+}
+
+void fuse_activations(Graph& graph, PassCounts& counts) {
+  if (graph.device.type != DeviceType::cpu) return;
+  // How many places read each value: node inputs, the step's results, views of it.
+  std::vector<int> readers(graph.values.size(), 0);
+  for (const Node& node : graph.nodes)
+    for (int input : node.inputs)
+      ++readers[static_cast<std::size_t>(input)];
+  for (int output : graph.outputs)
+    ++readers[static_cast<std::size_t>(output)];
+  for (const Value& value : graph.values)
+    if (value.alias_of >= 0) ++readers[static_cast<std::size_t>(value.alias_of)];
+  std::unordered_map<int, std::size_t> producer;  // value -> index of the node making it
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n)
+    for (int output : graph.nodes[n].outputs)
+      producer[output] = n;
+
+  std::vector<bool> removed(graph.nodes.size(), false);
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& relu = graph.nodes[n];
+    if (relu.kind != OpKind::relu) continue;
+    const int made = relu.inputs[0];
+    const auto found = producer.find(made);
+    if (found == producer.end() || readers[static_cast<std::size_t>(made)] != 1) continue;
+    Node& maker = graph.nodes[found->second];
+    const bool bias = maker.inputs.size() == 3;
+    if (maker.kind == OpKind::conv2d) {
+      Conv2DAttrs attrs = op_attrs<OpKind::conv2d>(maker.attrs);
+      if (attrs.fused_relu) continue;
+      attrs.fused_relu = true;
+      maker.attrs = make_op_attrs<OpKind::conv2d>(attrs);
+    } else if (maker.kind == OpKind::matmul) {
+      MatmulAttrs attrs = op_attrs<OpKind::matmul>(maker.attrs);
+      if (attrs.fused_relu) continue;
+      attrs.fused_relu = true;
+      maker.attrs = make_op_attrs<OpKind::matmul>(attrs);
+    } else {
+      continue;
+    }
+    maker.label = std::string(op_name(maker.kind)) + (bias ? "+bias" : "") + "+relu";
+    // The product now makes relu's result; its own is gone (nothing else read it).
+    maker.outputs[0] = relu.outputs[0];
+    producer[relu.outputs[0]] = found->second;
+    removed[n] = true;
+    ++counts.fused;
+  }
+  std::vector<Node> kept;
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n)
+    if (!removed[n]) kept.push_back(std::move(graph.nodes[n]));
   graph.nodes = std::move(kept);
 }
 

@@ -11,6 +11,7 @@ struct PassCounts {
   std::size_t folded = 0;     // nodes evaluated at compile time
   std::size_t merged = 0;     // nodes that repeated an earlier one
   std::size_t removed = 0;    // nodes whose results nothing used
+  std::size_t fused = 0;      // activations folded into the node that made their input
 };
 
 // A capture that nothing outside the graph holds (no other handle, no view of its storage), that
@@ -24,5 +25,10 @@ void fold_constants(Graph& graph, PassCounts& counts);
 void merge_common_subexpressions(Graph& graph, PassCounts& counts);
 // Drops nodes whose outputs neither the step's results nor a writing node need.
 void remove_dead_nodes(Graph& graph, PassCounts& counts);
+// On the CPU, a relu whose input is a convolution's or product's result that nothing else reads
+// becomes that node's oneDNN post-op (Conv2DAttrs/MatmulAttrs::fused_relu): one pass over the
+// activation instead of two, and one buffer fewer. The results are the same bits (relu commutes
+// with rounding to the storage type).
+void fuse_activations(Graph& graph, PassCounts& counts);
 
 }  // namespace tandem::compile

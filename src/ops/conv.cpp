@@ -94,10 +94,13 @@ OpCost cost_conv2d_backward_filter(std::span<const TensorMeta> in, std::span<con
 }
 
 // ---- gradient rule ----
-// d x = conv2d_backward_input(dy, filter); d filter (and d bias) = conv2d_backward_filter(x, dy).
+// d x = conv2d_backward_input(dy, filter); d filter (and d bias) = conv2d_backward_filter(x, dy);
+// with a fused relu, dy is first masked where the output is zero.
 std::vector<Tensor> grad_conv2d(const GradContext& c) {
-  const Tensor& dy = c.output_grads[0];
-  const Conv2DOptions options = read_attrs<Conv2DOptions>(c.attrs);
+  const Conv2DAttrs attrs = op_attrs<OpKind::conv2d>(c.attrs);
+  const Tensor dy =
+      attrs.fused_relu ? relu_backward(c.output_grads[0], c.outputs[0]) : c.output_grads[0];
+  const Conv2DOptions options = attrs;
   const bool with_bias = c.inputs.size() == 3;
   std::vector<Tensor> grads(c.inputs.size());
   // The first layer's input is the images: nobody wants their gradient, and for one input
@@ -127,12 +130,12 @@ std::vector<OpDef> define_conv_ops() {
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& filter, const Conv2DOptions& options) {
-  return call_op(OpKind::conv2d, {x, filter}, make_op_attrs<OpKind::conv2d>(options))[0];
+  return call_op(OpKind::conv2d, {x, filter}, make_op_attrs<OpKind::conv2d>({options}))[0];
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& filter, const Tensor& bias,
               const Conv2DOptions& options) {
-  return call_op(OpKind::conv2d, {x, filter, bias}, make_op_attrs<OpKind::conv2d>(options))[0];
+  return call_op(OpKind::conv2d, {x, filter, bias}, make_op_attrs<OpKind::conv2d>({options}))[0];
 }
 
 Tensor conv2d_backward_input(const Tensor& dy, const Tensor& filter, const Shape& input_shape,

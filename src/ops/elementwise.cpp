@@ -91,8 +91,11 @@ std::vector<Tensor> grad_rsqrt(const GradContext& c) {
 std::vector<Tensor> grad_square(const GradContext& c) {
   return {c.output_grads[0] * c.inputs[0] * 2.0};
 }
+// relu_backward masks with the output (y > 0 exactly where x > 0), as TensorFlow's ReluGrad
+// may: then nothing needs the input once relu has run, and a compiled step can fuse relu into
+// the convolution or product that made it.
 std::vector<Tensor> grad_relu(const GradContext& c) {
-  return {relu_backward(c.output_grads[0], c.inputs[0])};
+  return {relu_backward(c.output_grads[0], c.outputs[0])};
 }
 std::vector<Tensor> grad_gelu(const GradContext& c) {
   return {

@@ -53,6 +53,7 @@ struct MatmulShape {
   bool transpose_b = false;
   bool b_batched = false;
   bool has_bias = false;
+  bool fused_relu = false;
 };
 
 inline MatmulShape matmul_shape(const KernelContext& c) {
@@ -61,6 +62,7 @@ inline MatmulShape matmul_shape(const KernelContext& c) {
   MatmulShape s;
   s.transpose_a = op_attrs<OpKind::matmul>(c.attrs).transpose_a;
   s.transpose_b = op_attrs<OpKind::matmul>(c.attrs).transpose_b;
+  s.fused_relu = op_attrs<OpKind::matmul>(c.attrs).fused_relu;
   s.m = s.transpose_a ? a.dim(-1) : a.dim(-2);
   s.k = s.transpose_a ? a.dim(-2) : a.dim(-1);
   s.n = s.transpose_b ? b.dim(-2) : b.dim(-1);

@@ -121,8 +121,11 @@ Tensor grad_b_of_product(const Tensor& dy, const Tensor& a, const Tensor& b, boo
   return grad_b(reshape(dy, {-1, n}), reshape(a, {-1, k}), false, transpose_b);
 }
 
+// With a fused relu, dy is first masked where the output is zero.
 std::vector<Tensor> grad_matmul(const GradContext& c) {
-  const Tensor& dy = c.output_grads[0];  // (..., M, N)
+  const Tensor dy = op_attrs<OpKind::matmul>(c.attrs).fused_relu
+                        ? relu_backward(c.output_grads[0], c.outputs[0])
+                        : c.output_grads[0];  // (..., M, N)
   const Tensor& a = c.inputs[0];
   const Tensor& b = c.inputs[1];
   const bool transpose_a = op_attrs<OpKind::matmul>(c.attrs).transpose_a;
@@ -137,7 +140,7 @@ std::vector<Tensor> grad_matmul(const GradContext& c) {
 }
 
 Attrs matmul_attrs(bool transpose_a, bool transpose_b) {
-  return make_op_attrs<OpKind::matmul>({transpose_a, transpose_b});
+  return make_op_attrs<OpKind::matmul>({transpose_a, transpose_b, false});
 }
 
 }  // namespace

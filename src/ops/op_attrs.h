@@ -44,6 +44,12 @@ struct ScatterAddAttrs {
 struct MatmulAttrs {
   bool transpose_a = false;
   bool transpose_b = false;
+  // relu applied to the result in the same pass: set by a compiled step's fusion pass, never by
+  // the wrappers (the gradient rule masks dy with the output first).
+  bool fused_relu = false;
+};
+struct Conv2DAttrs : Conv2DOptions {
+  bool fused_relu = false;  // as MatmulAttrs::fused_relu
 };
 struct Conv2DBackwardInputAttrs : Conv2DOptions {
   Shape input_shape;  // (N, H, W, C_in) of the forward input
@@ -101,7 +107,8 @@ constexpr auto attr_fields(std::type_identity<ScatterAddAttrs>) {
 }
 constexpr auto attr_fields(std::type_identity<MatmulAttrs>) {
   return std::tuple{AttrField{"transpose_a", &MatmulAttrs::transpose_a},
-                    AttrField{"transpose_b", &MatmulAttrs::transpose_b}};
+                    AttrField{"transpose_b", &MatmulAttrs::transpose_b},
+                    AttrField{"fused_relu", &MatmulAttrs::fused_relu}};
 }
 template <typename Struct>
 constexpr auto conv_fields() {
@@ -112,6 +119,11 @@ constexpr auto conv_fields() {
 }
 constexpr auto attr_fields(std::type_identity<Conv2DOptions>) {
   return conv_fields<Conv2DOptions>();
+}
+constexpr auto attr_fields(std::type_identity<Conv2DAttrs>) {
+  using A = Conv2DAttrs;
+  return std::tuple_cat(conv_fields<A>(),
+                        std::tuple{AttrField<A, bool>{"fused_relu", &A::fused_relu}});
 }
 constexpr auto attr_fields(std::type_identity<Conv2DBackwardInputAttrs>) {
   using A = Conv2DBackwardInputAttrs;
@@ -193,7 +205,7 @@ TANDEM_OP_ATTRS(argmax, AxisAttrs)
 TANDEM_OP_ATTRS(broadcast_to, ShapeAttrs)
 TANDEM_OP_ATTRS(scatter_add, ScatterAddAttrs)
 TANDEM_OP_ATTRS(matmul, MatmulAttrs)
-TANDEM_OP_ATTRS(conv2d, Conv2DOptions)
+TANDEM_OP_ATTRS(conv2d, Conv2DAttrs)
 TANDEM_OP_ATTRS(conv2d_backward_input, Conv2DBackwardInputAttrs)
 TANDEM_OP_ATTRS(conv2d_backward_filter, Conv2DBackwardFilterAttrs)
 TANDEM_OP_ATTRS(max_pool2d, Pool2DOptions)

@@ -44,13 +44,43 @@ TEST(CompiledStep, RunsAsEagerDoesBitForBit) {
   const Tensor x = uniform({8, 5}, 1), w = uniform({5, 3}, 2), b = uniform({3}, 3);
   CompiledStep step = trace_step("dense", dense_relu, {x, w, b});
   EXPECT_EQ(step.stats().traced_nodes, 2u);
-  EXPECT_EQ(step.stats().nodes, 2u);
+  // On the CPU the relu becomes the product's oneDNN post-op.
+  EXPECT_EQ(step.stats().nodes, 1u);
+  EXPECT_EQ(step.stats().fused, 1u);
+  EXPECT_NE(step.listing().find("matmul+bias+relu("), std::string::npos) << step.listing();
   const std::vector<Tensor> compiled = step.run({x, w, b});
   ASSERT_EQ(compiled.size(), 1u);
   expect_identical(compiled[0], dense_relu({x, w, b})[0], "dense relu");
   // Other values of the same shapes run the same graph.
   const Tensor x2 = uniform({8, 5}, 4);
   expect_identical(step.run({x2, w, b})[0], dense_relu({x2, w, b})[0], "second batch");
+}
+
+// A convolution's relu is fused into it, in the forward pass and for its gradients (which read
+// the fused node's output), with the same bits as eagerly; a relu whose input something else
+// also reads stays a node of its own.
+TEST(CompiledStep, FusesReluIntoConvolutionsAndProducts) {
+  const Tensor x = uniform({2, 9, 9, 3}, 20), filter = uniform({3, 3, 3, 4}, 21);
+  const Tensor bias = uniform({4}, 22);
+  const auto body = [](const std::vector<Tensor>& in) {
+    GradientTape tape;
+    tape.watch(in[1]);
+    tape.watch(in[2]);
+    const Tensor activation = relu(conv2d(in[0], in[1], in[2], {.padding = Padding::same}));
+    const Tensor product = matmul(in[3], in[3], false, true);
+    const Tensor kept = relu(product);  // product is also returned: no fusion
+    const Tensor loss = sum(square(activation)) + sum(kept);
+    const std::vector<Tensor> grads = tape.gradient(loss, {in[1], in[2]});
+    return std::vector<Tensor>{loss, grads[0], grads[1], product};
+  };
+  const std::vector<Tensor> inputs{x, filter, bias, uniform({3, 5}, 23)};
+  CompiledStep step = trace_step("fusion", body, inputs);
+  EXPECT_EQ(step.stats().fused, 1u) << step.listing();
+  EXPECT_NE(step.listing().find("conv2d+bias+relu("), std::string::npos) << step.listing();
+  const std::vector<Tensor> compiled = step.run(inputs);
+  const std::vector<Tensor> eager = body(inputs);
+  for (std::size_t i = 0; i < eager.size(); ++i)
+    expect_identical(compiled[i], eager[i], "result " + std::to_string(i));
 }
 
 TEST(CompiledStep, TracingRunsNothingAndReadingAValueNamesTheOp) {

@@ -33,7 +33,8 @@ Window2D conv_geometry(const KernelContext& c) {
 
 // ---- loops (f64, f16; the reference for the oneDNN path) ----
 template <typename T>
-void conv_forward_loops(const Window2D& g, const T* x, const T* filter, const T* bias, T* y) {
+void conv_forward_loops(const Window2D& g, const T* x, const T* filter, const T* bias, bool relu,
+                        T* y) {
   using C = compute_type_t<T>;
   const std::int64_t cell_stride = g.in_c * g.out_c;
   // One output row (n, oh) at a time, accumulating each position's channels in `acc`.
@@ -59,7 +60,10 @@ void conv_forward_loops(const Window2D& g, const T* x, const T* filter, const T*
         });
         T* y_cell = y + (row * g.out_w + ow) * g.out_c;
         for (std::int64_t co = 0; co < g.out_c; ++co) {
-          y_cell[co] = convert_element<T>(acc[co]);
+          // A fused relu as the relu kernel has it (NaN becomes 0), before rounding to T, which
+          // it commutes with.
+          const C value = relu ? (acc[co] > C(0) ? acc[co] : C(0)) : acc[co];
+          y_cell[co] = convert_element<T>(value);
         }
       }
     }
@@ -161,7 +165,8 @@ void conv_loops(const KernelContext& c, const Window2D& g) {
       T* out0 = static_cast<T*>(c.outputs[0].raw_data());
       switch (c.kind) {
         case OpKind::conv2d:
-          conv_forward_loops(g, in0, in1, data_or_null<T>(c.inputs, 2), out0);
+          conv_forward_loops(g, in0, in1, data_or_null<T>(c.inputs, 2),
+                             op_attrs<OpKind::conv2d>(c.attrs).fused_relu, out0);
           break;
         case OpKind::conv2d_backward_input:
           conv_backward_input_loops(g, in0, in1, out0);
@@ -256,9 +261,21 @@ struct ConvBackwardFilter {
   FilterReorder filter;
 };
 
-ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias) {
+// A fused relu is an eltwise post-op: applied to each result before it is stored.
+ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias, bool fused_relu) {
   const ConvDescs descs = conv_descs(g, dtype, with_bias);
-  const auto pd = forward_pd(g, descs);
+  dnnl::primitive_attr attr;
+  if (fused_relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::convolution_forward::primitive_desc pd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                      dnnl::algorithm::convolution_direct, descs.x, descs.filter,
+                                      descs.bias, descs.y, onednn_strides(g), onednn_dilates(g),
+                                      onednn_padding_l(g), onednn_padding_r(g)),
+      attr, onednn_engine());
   return {dnnl::convolution_forward(pd), descs,
           make_filter_reorder(descs.ours, pd.weights_desc(), true)};
 }
@@ -291,9 +308,11 @@ void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
   static PrimitiveCache<ConvForward> cache(kCacheCapacity);
   const DType dtype = c.inputs[0].dtype();
   const bool with_bias = c.inputs.size() == 3;
+  const bool fused_relu = op_attrs<OpKind::conv2d>(c.attrs).fused_relu;
   PrimitiveKey key = window_key(c.kind, dtype, g);
   key.push_back(with_bias);
-  const auto entry = cache.get(key, [&] { return build_forward(g, dtype, with_bias); });
+  key.push_back(fused_relu);
+  const auto entry = cache.get(key, [&] { return build_forward(g, dtype, with_bias, fused_relu); });
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, wrap(entry->descs.x, c.inputs[0])},
       {DNNL_ARG_WEIGHTS, filter_for_primitive(entry->filter, c.inputs[1])},

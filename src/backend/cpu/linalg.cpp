@@ -59,8 +59,11 @@ void matmul_loops(const KernelContext& c, const MatmulShape& s) {
           row[j] += a_value * static_cast<Acc>(b_row[j]);
       }
       T* out_row = out + r * s.n;
-      for (std::int64_t j = 0; j < s.n; ++j)
-        out_row[j] = convert_element<T>(row[j]);
+      for (std::int64_t j = 0; j < s.n; ++j) {
+        // A fused relu as the relu kernel has it, before rounding to T (they commute).
+        const Acc value = s.fused_relu ? (row[j] > Acc(0) ? row[j] : Acc(0)) : row[j];
+        out_row[j] = convert_element<T>(value);
+      }
     }
   });
 }
@@ -94,7 +97,13 @@ OneDnnMatmul build_matmul(const MatmulShape& s, DType dtype) {
       s.has_bias
           ? dnnl::matmul::desc(result.a_desc, result.b_desc, result.bias_desc, result.out_desc)
           : dnnl::matmul::desc(result.a_desc, result.b_desc, result.out_desc);
-  const dnnl::matmul::primitive_desc pd(desc, onednn_engine(), /*allow_empty=*/true);
+  dnnl::primitive_attr attr;  // a fused relu is an eltwise post-op
+  if (s.fused_relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::primitive_desc pd(desc, attr, onednn_engine(), /*allow_empty=*/true);
   if (pd) result.primitive.emplace(pd);
   return result;
 }
@@ -104,7 +113,7 @@ bool matmul_onednn(const KernelContext& c, const MatmulShape& s) {
   static PrimitiveCache<OneDnnMatmul> cache(256);
   const DType dtype = c.inputs[0].dtype();
   const std::int64_t flags =
-      s.b_batched | s.transpose_a << 1 | s.transpose_b << 2 | s.has_bias << 3;
+      s.b_batched | s.transpose_a << 1 | s.transpose_b << 2 | s.has_bias << 3 | s.fused_relu << 4;
   const PrimitiveKey key{static_cast<std::int64_t>(dtype), s.batch, s.m, s.k, s.n, flags};
   const auto entry = cache.get(key, [&] { return build_matmul(s, dtype); });
   if (!entry->primitive) return false;

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "ops/harness/finite_difference.h"
+#include "ops/op_attrs.h"
 
 namespace tandem::harness {
 
@@ -418,6 +419,18 @@ void matmul_cases(CaseList& list) {
     }
   }
   list.add({.op = K::matmul,
+            .name = "bias_fused_relu",
+            .inputs =
+                [=](InputMaker& in) {
+                  const auto [batch, m, k, n] = extents(in);
+                  return Inputs{in.uniform({m, k}), in.uniform({k, n}), in.uniform({n})};
+                },
+            .run =
+                [](const Inputs& x) {
+                  return call_op(K::matmul, x, make_op_attrs<K::matmul>({false, false, true}));
+                },
+            .uses_tf32 = true});
+  list.add({.op = K::matmul,
             .name = "batched",
             .inputs =
                 [=](InputMaker& in) {
@@ -506,6 +519,21 @@ void conv_cases(CaseList& list) {
                   },
               .uses_tf32 = true});
   }
+  // relu fused into the convolution (a compiled step's fusion pass forms it on the CPU): its
+  // kernel's post-op, and its gradient rule, which masks dy with the output.
+  list.add({.op = K::conv2d,
+            .name = "bias_fused_relu",
+            .instance =
+                [](InputMaker& in) {
+                  const Conv2DOptions options{{1, 1}, Padding::same, {1, 1}};
+                  const ConvGeometry g = conv_geometry(in, options);
+                  return Instance{
+                      {in.uniform(g.input), in.uniform(g.filter), in.uniform({g.filter[3]})},
+                      [options](const Inputs& x) {
+                        return call_op(K::conv2d, x, make_op_attrs<K::conv2d>({options, true}));
+                      }};
+                },
+            .uses_tf32 = true});
   const Conv2DOptions same_stride2{{2, 2}, Padding::same, {1, 1}};
   list.add({.op = K::conv2d_backward_input,
             .name = "same_stride2",
