@@ -93,6 +93,10 @@ class StepCache {
   explicit StepCache(std::string name);
   CompiledStep get(const StepSignature& signature, const std::function<CompiledStep()>& compile);
   int compiles() const { return compiles_; }
+  // The step get() returned last, nullptr before the first.
+  const CompiledStep* last() const {
+    return last_returned_ < steps_.size() ? &steps_[last_returned_].second : nullptr;
+  }
   void clear();
 
  private:

@@ -444,6 +444,9 @@ class Model {
   // Whether fit runs the training step compiled (CompileOptions::jit_compile and whether the
   // step can be).
   bool jit_compiled() const;
+  // The nodes and memory plan of the training step fit last ran compiled
+  // (CompiledStep::listing); empty when none has run.
+  std::string compiled_step_listing() const;
   train::Optimizer& optimizer() const;
   const train::Loss& loss() const;
   std::vector<std::shared_ptr<train::Metric>> metrics() const;

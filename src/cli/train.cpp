@@ -151,6 +151,23 @@ const OptionTable<TrainOptions>& train_options() {
   return table;
 }
 
+// With --profile, the compiled step's summary and memory plan; its nodes go to a file beside
+// the trace (hundreds of lines).
+void print_compiled_step(const nn::Model& model, const std::string& trace_path, std::ostream& out) {
+  const std::string listing = model.compiled_step_listing();
+  if (listing.empty()) return;
+  out << listing.substr(0, listing.find('\n') + 1);
+  const std::size_t plan = listing.rfind("memory plan:");
+  if (plan != std::string::npos) out << listing.substr(plan);
+  if (trace_path.empty()) return;
+  const std::string path =
+      (trace_path.ends_with(".json") ? trace_path.substr(0, trace_path.size() - 5) : trace_path) +
+      "-step.txt";
+  std::ofstream file(path);
+  file << listing;
+  if (file) out << "compiled step nodes: " << path << "\n";
+}
+
 // What a checkpoint records of the run, keyed by option, in canonical text.
 io::RunConfig run_config(const TrainOptions& options) {
   return {{"--model", options.model},
@@ -442,6 +459,7 @@ int run_train(const ParsedArgs& args) {
             << " s in all\n";
   print_communication(*strategy, history, std::cout);
   observers.finish(std::cout);
+  if (options.observe.profile) print_compiled_step(model, observers.trace_path(), std::cout);
   checkpointing.finish(model, fashion_mnist_class_names(), std::cout);
 
   if (!options.report_path.empty()) {

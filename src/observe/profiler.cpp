@@ -19,6 +19,7 @@
 
 #include "observe/trace.h"
 #include "ops/backend.h"
+#include "ops/op_attrs.h"
 #include "tandem/runtime.h"
 
 namespace tandem::observe {
@@ -76,6 +77,13 @@ bool is_phase(SpanKind kind) {
   return phase_of(kind) != Phase::other;
 }
 
+// A compiled step's fused nodes are shown by what they run ("conv2d+relu"), the rest by name.
+const char* shown_name(OpKind kind, const Attrs& attrs) {
+  if (kind == OpKind::conv2d && op_attrs<OpKind::conv2d>(attrs).fused_relu) return "conv2d+relu";
+  if (kind == OpKind::matmul && op_attrs<OpKind::matmul>(attrs).fused_relu) return "matmul+relu";
+  return op_def(kind).name;
+}
+
 // Times every op between before_op and after_op and hands it to the running recorder. One
 // instance for the process: it is never destroyed while a thread may still be inside it.
 class ProfilerHook final : public OpObserver {
@@ -107,6 +115,7 @@ class ProfilerHook final : public OpObserver {
     event.timer = std::move(op.timer);
     event.thread = thread_index();
     event.kind = kind;
+    event.name = shown_name(kind, attrs);
     event.phase = state.phases.empty() ? Phase::other : state.phases.back();
     event.device = !outputs.empty()  ? outputs[0].device()
                    : !inputs.empty() ? inputs[0].device()
@@ -183,7 +192,7 @@ void Recorder::check_placement(const OpEvent& event) {
       options_.expected_device && event.device.type != options_.expected_device->type;
   if (!options_.log_device_placement && !fallback) return;
   std::ostream& log = options_.log != nullptr ? *options_.log : std::cerr;
-  const char* name = op_def(event.kind).name;
+  const char* name = event.name;
   std::lock_guard lock(mutex_);
   if (options_.log_device_placement) {
     log << "placement: " << name << " (" << phase_name(event.phase) << ") on " << event.device.str()
@@ -397,7 +406,7 @@ ProfileReport Profiler::report() const {
     const double seconds = op.seconds();
     report.op_seconds += seconds;
     if (!in_a_step(op)) continue;
-    const Key key{op_def(op.kind).name, detail::phase_name(op.phase), op.device.str()};
+    const Key key{op.name, detail::phase_name(op.phase), op.device.str()};
     OpProfile& row = rows[key];
     row.op = std::get<0>(key);
     row.phase = std::get<1>(key);
@@ -537,9 +546,9 @@ void Profiler::write_chrome_trace(const std::string& path) const {
         << ",\"dur\":" << printf_string("%.3f", (span.end_ns - span.start_ns) * 1e-3) << "}";
   }
   for (const OpEvent& op : data.ops) {
-    out << ",\n{\"name\":\"" << op_def(op.kind).name << "\",\"cat\":\"op,"
-        << detail::phase_name(op.phase) << "\",\"ph\":\"X\",\"pid\":" << pid
-        << ",\"tid\":" << op.thread << ",\"ts\":" << micros(op.start_ns)
+    out << ",\n{\"name\":\"" << op.name << "\",\"cat\":\"op," << detail::phase_name(op.phase)
+        << "\",\"ph\":\"X\",\"pid\":" << pid << ",\"tid\":" << op.thread
+        << ",\"ts\":" << micros(op.start_ns)
         << ",\"dur\":" << printf_string("%.3f", (op.end_ns - op.start_ns) * 1e-3)
         << ",\"args\":{\"phase\":\"" << detail::phase_name(op.phase) << "\",\"device\":\""
         << op.device.str() << "\",\"inputs\":" << json_string(inputs_text(op.inputs))

@@ -25,6 +25,7 @@ struct OpEvent {
   std::int64_t end_ns = 0;
   std::uint32_t thread = 0;
   OpKind kind{};
+  const char* name = nullptr;  // as the table shows it: a compiled step's fused nodes by theirs
   Phase phase = Phase::other;
   Device device;
   OpCost cost;

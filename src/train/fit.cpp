@@ -275,6 +275,11 @@ bool Model::jit_compiled() const {
   return state_->jit;
 }
 
+std::string Model::compiled_step_listing() const {
+  const CompiledStep* step = state_->train_steps ? state_->train_steps->last() : nullptr;
+  return step != nullptr ? step->listing() : "";
+}
+
 bool Model::compiled() const {
   return state_->optimizer != nullptr;
 }
