@@ -128,8 +128,9 @@ TEST(Profiler, OpTimesOfACnnTrainingStepAddUpToTheStepTime) {
   EXPECT_LE(report.step_op_seconds, report.step_seconds) << table;
   EXPECT_GT(report.optimizer_seconds, 0.0) << table;
 
-  // Every phase is there, with the op table's FLOPs: the convolutions of one step of 32 images.
-  const observe::OpProfile* conv_forward = find_row(report, "conv2d", "forward");
+  // Every phase is there, with the op table's FLOPs: the convolutions of one step of 32 images,
+  // each with its relu fused by the compiled step (the row names it).
+  const observe::OpProfile* conv_forward = find_row(report, "conv2d+relu", "forward");
   ASSERT_NE(conv_forward, nullptr) << table;
   EXPECT_EQ(conv_forward->calls, 2);
   // conv1: 26*26*32 outputs * 9 taps * 1 channel; conv2: 11*11*64 * 9 * 32; 2 FLOPs each, and
