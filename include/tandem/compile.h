@@ -108,7 +108,8 @@ class StepCache {
 };
 
 // tf.function for C++: wraps a step; the first call with an input signature traces and compiles
-// it, later calls with that signature run the graph, a new signature traces again (logged).
+// it, later calls with that signature run the graph, a new signature traces again (logged). A
+// call made while another step is traced is inlined into that step's graph.
 //   auto step = tandem::function("train_step", [&](const std::vector<Tensor>& in) { ... });
 //   auto [loss] = step({x, y});
 class Function {

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "tandem/compile.h"
+#include "tandem/ops.h"
 
 namespace tandem {
 namespace {
@@ -108,6 +109,9 @@ Function::Function(std::string name, StepBody body)
 }
 
 std::vector<Tensor> Function::operator()(const std::vector<Tensor>& inputs) {
+  // Called inside another step's trace: its ops become part of that graph, as tf.function
+  // inlines a function called from another.
+  if (tracing()) return body_(inputs);
   CompiledStep step =
       cache_->get(input_signature(inputs), [&] { return trace_step(name_, body_, inputs); });
   last_ = step;

@@ -272,5 +272,17 @@ TEST(Function, TracesOncePerSignatureAndSaysWhatChanged) {
   EXPECT_NE(log.lines[2].find("partial last batch"), std::string::npos) << log.lines[2];
 }
 
+TEST(Function, ACallInsideAnotherTraceIsInlined) {
+  Function inner = function(
+      "inner", [](const std::vector<Tensor>& in) { return std::vector<Tensor>{exp(in[0])}; });
+  Function outer = function("outer", [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{inner({in[0]})[0] + in[0]};
+  });
+  const Tensor x = uniform({5}, 17);
+  expect_identical(outer({x})[0], exp(x) + x, "outer(inner)");
+  EXPECT_EQ(inner.compiles(), 0);
+  EXPECT_EQ(outer.last_step()->stats().nodes, 2u);
+}
+
 }  // namespace
 }  // namespace tandem
