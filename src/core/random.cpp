@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/tracing.h"
+
 namespace tandem {
 
 Generator& default_generator() {
@@ -10,7 +12,9 @@ Generator& default_generator() {
   return generator;
 }
 
-void manual_seed(std::uint64_t seed) { default_generator().set_state(seed, 0); }
+void manual_seed(std::uint64_t seed) {
+  default_generator().set_state(seed, 0);
+}
 
 namespace {
 
@@ -25,7 +29,8 @@ Tensor fill_host(const Shape& shape, DType dtype, Device device, Draw&& draw) {
     using T = decltype(tag);
     T* out = static_cast<T*>(host.raw_data());
     const std::int64_t count = host.numel();
-    for (std::int64_t i = 0; i < count; ++i) out[i] = convert_element<T>(draw(i));
+    for (std::int64_t i = 0; i < count; ++i)
+      out[i] = convert_element<T>(draw(i));
   });
   return host.to(device);
 }
@@ -37,10 +42,17 @@ double standard_normal(std::uint64_t seed, std::uint64_t start, std::uint64_t pa
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 
+// What to do instead of drawing inside a traced step.
+constexpr const char* kTracingFix =
+    "Draw random values outside the step and pass them in as inputs, build the model (model.build) "
+    "before its first traced call so its initial weights are drawn eagerly, or use dropout, whose "
+    "draw is a host operand";
+
 }  // namespace
 
 Tensor random_uniform(const Shape& shape, double low, double high, DType dtype,
                       Generator& generator, Device device) {
+  detail::refuse_while_tracing("random_uniform", kTracingFix);
   const std::uint64_t seed = generator.seed();
   const std::uint64_t start = generator.reserve(static_cast<std::uint64_t>(shape_numel(shape)));
   return fill_host(shape, dtype, device, [&](std::int64_t i) {
@@ -50,9 +62,9 @@ Tensor random_uniform(const Shape& shape, double low, double high, DType dtype,
 
 Tensor random_normal(const Shape& shape, double mean, double stddev, DType dtype,
                      Generator& generator, Device device) {
+  detail::refuse_while_tracing("random_normal", kTracingFix);
   const std::uint64_t seed = generator.seed();
-  const std::uint64_t start =
-      generator.reserve(2 * static_cast<std::uint64_t>(shape_numel(shape)));
+  const std::uint64_t start = generator.reserve(2 * static_cast<std::uint64_t>(shape_numel(shape)));
   return fill_host(shape, dtype, device, [&](std::int64_t i) {
     return mean + stddev * standard_normal(seed, start, static_cast<std::uint64_t>(i));
   });
@@ -60,6 +72,7 @@ Tensor random_normal(const Shape& shape, double mean, double stddev, DType dtype
 
 Tensor truncated_normal(const Shape& shape, double mean, double stddev, DType dtype,
                         Generator& generator, Device device) {
+  detail::refuse_while_tracing("truncated_normal", kTracingFix);
   // Each element gets its own sub-stream of attempts so the result does not depend on how many
   // redraws other elements needed.
   const std::uint64_t seed = generator.next_seed();

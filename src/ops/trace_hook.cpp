@@ -1,5 +1,7 @@
 #include "ops/trace_hook.h"
 
+#include "core/tracing.h"
+
 namespace tandem {
 namespace {
 thread_local TraceRecorder* current_recorder = nullptr;
@@ -15,10 +17,12 @@ bool tracing() {
 
 TraceRecorderScope::TraceRecorderScope(TraceRecorder* recorder) : outer_(current_recorder) {
   current_recorder = recorder;
+  detail::set_tracing_on_this_thread(recorder != nullptr);
 }
 
 TraceRecorderScope::~TraceRecorderScope() {
   current_recorder = outer_;
+  detail::set_tracing_on_this_thread(outer_ != nullptr);
 }
 
 Tensor host_operand(const char* what, const Shape& shape, DType dtype, Device device,

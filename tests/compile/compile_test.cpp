@@ -115,6 +115,26 @@ TEST(CompiledStep, TracingRunsNothingAndReadingAValueNamesTheOp) {
   }
 }
 
+// A random draw made on the host inside the step would be frozen into the graph: refused.
+TEST(CompiledStep, RefusesRandomDrawsThatWouldBeFrozen) {
+  Generator generator(3);
+  try {
+    trace_step("noisy",
+               [&](const std::vector<Tensor>& in) {
+                 return std::vector<Tensor>{
+                     in[0] + random_normal(in[0].shape(), 0.0, 1.0, DType::f32, generator)};
+               },
+               {uniform({4}, 18)});
+    FAIL() << "random_normal inside a trace did not throw";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("random_normal inside a traced step"), std::string::npos) << message;
+    EXPECT_NE(message.find("--jit off"), std::string::npos) << message;
+  }
+  EXPECT_EQ(generator.offset(), 0u) << "the refused draw advanced the generator";
+  EXPECT_NO_THROW(random_normal({2}, 0.0, 1.0, DType::f32, generator)) << "after the trace";
+}
+
 TEST(CompiledStep, FoldsConstantsMergesRepeatsAndDropsDeadWork) {
   const Tensor x = uniform({6}, 6);
   const auto body = [](const std::vector<Tensor>& in) {
