@@ -630,8 +630,9 @@ struct CompileOptions {
 };
 
 // Whether Model::compile compiles the training step on `device` when CompileOptions::jit_compile
-// is unset and the step can be compiled: on the CPU, where it was measured faster with the same
-// results; not yet on GPUs, where it has not been measured (README, Compiled steps).
+// is unset and the step can be compiled: on the CPU, where it gives the same results with less
+// memory and no loss of speed; not yet on GPUs, where it has not been measured (README,
+// Compiled steps).
 bool default_jit_compile(Device device);
 
 struct FitOptions {
