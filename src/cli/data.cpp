@@ -1,6 +1,7 @@
 // `tandem data`: `inspect PATH` says what a data file or folder holds (format, count, shapes,
 // label histogram); `convert SOURCE DEST` writes an IDX or image-folder data set as a TFRecord
 // file of tf.train.Example records.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -377,12 +378,35 @@ const OptionTable<DataOptions>& data_options() {
   return table;
 }
 
+// Writing over what is being read would destroy it: the destination may be neither the source
+// (or a file inside a source folder) nor the labels file, however the paths are spelled.
+void require_not_a_source(const std::string& source, const std::string& labels,
+                          const std::string& destination) {
+  std::error_code error;
+  const fs::path target = fs::weakly_canonical(destination, error);
+  const auto refuse = [&](const std::string& what) {
+    throw UsageError("convert: the destination '" + destination + "' is " + what +
+                     "; writing it would destroy what it converts: choose another path");
+  };
+  for (const auto& [path, what] : {std::pair{source, "the source " + source},
+                                   std::pair{labels, "the labels file " + labels}}) {
+    if (path.empty()) continue;
+    const fs::path read = fs::weakly_canonical(path, error);
+    if (read == target || fs::equivalent(path, destination, error)) refuse(what);
+    if (fs::is_directory(read, error)) {
+      const auto [end, _] = std::mismatch(read.begin(), read.end(), target.begin(), target.end());
+      if (end == read.end()) refuse("inside the folder " + path + " being converted");
+    }
+  }
+}
+
 int convert(const std::string& source, const std::string& destination, const DataOptions& options) {
   const auto parent = fs::absolute(destination).parent_path();
   if (!fs::is_directory(parent)) {
     throw UsageError("convert: directory " + parent.string() + " of '" + destination +
                      "' does not exist; create it or choose another path");
   }
+  require_not_a_source(source, options.labels, destination);
   const data::Compression compression =
       options.gzip ? data::Compression::gzip : data::Compression::none;
   // The records, and the spec that reads them back.
@@ -411,7 +435,18 @@ int convert(const std::string& source, const std::string& destination, const Dat
             "{\"image\", FeatureSpec::bytes({H, W, C})}, {\"label\", FeatureSpec::int64({}, "
             "DType::i32)}"};
   }();
-  const std::int64_t written = data::write_tfrecord(examples, destination, compression);
+  // Written beside the destination and renamed over it only once complete: a failure (a bad
+  // image halfway) leaves an earlier file of that name as it was, and no partial output.
+  const fs::path temporary = fs::path(destination).concat(".partial");
+  std::int64_t written = 0;
+  try {
+    written = data::write_tfrecord(examples, temporary.string(), compression);
+    fs::rename(temporary, destination);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove(temporary, ignored);
+    throw;
+  }
   std::cout << "wrote " << plural(written, "record") << " to " << destination
             << (compression == data::Compression::gzip ? " (gzip)" : "") << "\n"
             << "read it back with data::Pipeline::tfrecord({\"" << destination

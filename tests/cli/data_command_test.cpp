@@ -104,6 +104,39 @@ TEST(DataCommand, ConvertsAndInspectsAnImageFolder) {
   EXPECT_EQ(image::decode(examples[0].at("image")).shape(), (Shape{6, 8, 3}));
 }
 
+// A destination that is one of the sources, however spelled, is refused before anything is
+// written; and a convert that fails leaves an earlier output of that name as it was, with no
+// partial file beside it.
+TEST(DataCommand, ConvertNeverDestroysItsSourcesOrAGoodOutput) {
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 12, 2, 4, 3, "");
+  const std::string images = dir.file("train-images-idx3-ubyte");
+  const std::string labels = dir.file("train-labels-idx1-ubyte");
+  const Bytes original = read_file(images);
+  expect_error({"data", "convert", images, images, "--labels", labels}, 2,
+               {"is the source", "choose another path"});
+  expect_error({"data", "convert", images, dir.path().string() + "/./" + "train-labels-idx1-ubyte",
+                "--labels", labels},
+               2, {"is the labels file"});
+  EXPECT_EQ(read_file(images), original);
+
+  const std::filesystem::path root = dir.path() / "photos";
+  std::filesystem::create_directories(root / "cats");
+  std::vector<std::uint8_t> pixels(4 * 4 * 3, 90);
+  save(root / "cats" / "a.png", image::encode_png(Tensor::from_vector(pixels, {4, 4, 3})));
+  expect_error({"data", "convert", root.string(), (root / "cats" / "out.tfrecord").string()}, 2,
+               {"inside the folder"});
+
+  const std::string output = dir.file("good.tfrecord");
+  ASSERT_EQ(run_cli({"data", "convert", images, output, "--labels", labels}).status, 0);
+  const Bytes good = read_file(output);
+  save(root / "cats" / "b.png", Tensor::from_vector(std::vector<std::uint8_t>{1, 2, 3}, {3}));
+  const CliResult failed = run_cli({"data", "convert", root.string(), output});
+  EXPECT_NE(failed.status, 0) << failed.out;
+  EXPECT_EQ(read_file(output), good) << "a failed convert changed the earlier output";
+  EXPECT_FALSE(std::filesystem::exists(output + ".partial"));
+}
+
 TEST(DataCommand, InspectsCifarBatchesAndSingleImages) {
   ScratchDir dir;
   Bytes batch;
