@@ -255,13 +255,7 @@ void Model::compile(const train::CompileOptions& options) {
   state.loss = options.loss.get();
   state.metrics = std::move(metrics);
   state.distribution = std::move(distribution);
-  // Where the step will run: the strategy's device, else where the weights are.
-  const std::vector<Tensor> weights = built() ? this->weights() : std::vector<Tensor>{};
-  const Device device = state.distribution ? state.distribution->input_device()
-                        : !weights.empty() ? weights.front().device()
-                                           : Device::cpu();
-  state.jit =
-      untraceable.empty() && options.jit_compile.value_or(train::default_jit_compile(device));
+  state.jit = untraceable.empty() && options.jit_compile.value_or(train::default_jit_compile());
   state.train_steps = std::make_shared<StepCache>("train_step");
 }
 
@@ -269,8 +263,8 @@ void Model::compile(const train::CompileOptions& options) {
 
 namespace tandem::train {
 
-bool default_jit_compile(Device device) {
-  return device.type == DeviceType::cpu;
+bool default_jit_compile() {
+  return false;
 }
 
 }  // namespace tandem::train
