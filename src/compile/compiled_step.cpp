@@ -152,11 +152,12 @@ void CompiledStep::Impl::plan() {
   // Largest first, each at the lowest offset clear of every placed buffer alive at the same time.
   std::stable_sort(buffers.begin(), buffers.end(),
                    [](const Buffer& a, const Buffer& b) { return a.bytes > b.bytes; });
-  std::vector<Buffer> placed;
-  for (const Buffer& buffer : buffers) {
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    const Buffer& buffer = buffers[i];
     const auto v = static_cast<std::size_t>(buffer.value);
     std::vector<std::pair<std::size_t, std::size_t>> taken;  // [begin, end) of overlapping ones
-    for (const Buffer& other : placed) {
+    for (std::size_t k = 0; k < i; ++k) {                    // the buffers placed so far
+      const Buffer& other = buffers[k];
       const auto o = static_cast<std::size_t>(other.value);
       if (first[o] <= last[v] && first[v] <= last[o])
         taken.emplace_back(offset[o], offset[o] + other.bytes);
@@ -169,12 +170,10 @@ void CompiledStep::Impl::plan() {
     }
     offset[v] = candidate;
     stats.arena_bytes = std::max(stats.arena_bytes, candidate + buffer.bytes);
-    placed.push_back(buffer);
+    arena_roots.push_back(buffer.value);
   }
 
   const Device device = graph.device;
-  for (const Buffer& buffer : buffers)
-    arena_roots.push_back(buffer.value);
   for (std::size_t v = 0; v < count; ++v) {
     Value& value = graph.values[v];
     switch (value.kind) {

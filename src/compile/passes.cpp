@@ -28,6 +28,16 @@ void rename_uses(Graph& graph, const std::unordered_map<int, int>& renamed) {
     rename(output);
 }
 
+// Sets the fused_relu attribute of a conv2d or matmul node; false when it was set already.
+template <OpKind Kind>
+bool fuse_relu_into(Node& node) {
+  auto attrs = op_attrs<Kind>(node.attrs);
+  if (attrs.fused_relu) return false;
+  attrs.fused_relu = true;
+  node.attrs = make_op_attrs<Kind>(attrs);
+  return true;
+}
+
 }  // namespace
 
 void find_constants(Graph& graph, PassCounts& counts) {
@@ -184,19 +194,10 @@ void fuse_activations(Graph& graph, PassCounts& counts) {
     if (found == producer.end() || readers[static_cast<std::size_t>(made)] != 1) continue;
     Node& maker = graph.nodes[found->second];
     const bool bias = maker.inputs.size() == 3;
-    if (maker.kind == OpKind::conv2d) {
-      Conv2DAttrs attrs = op_attrs<OpKind::conv2d>(maker.attrs);
-      if (attrs.fused_relu) continue;
-      attrs.fused_relu = true;
-      maker.attrs = make_op_attrs<OpKind::conv2d>(attrs);
-    } else if (maker.kind == OpKind::matmul) {
-      MatmulAttrs attrs = op_attrs<OpKind::matmul>(maker.attrs);
-      if (attrs.fused_relu) continue;
-      attrs.fused_relu = true;
-      maker.attrs = make_op_attrs<OpKind::matmul>(attrs);
-    } else {
-      continue;
-    }
+    const bool fused = maker.kind == OpKind::conv2d   ? fuse_relu_into<OpKind::conv2d>(maker)
+                       : maker.kind == OpKind::matmul ? fuse_relu_into<OpKind::matmul>(maker)
+                                                      : false;
+    if (!fused) continue;
     maker.label = std::string(op_name(maker.kind)) + (bias ? "+bias" : "") + "+relu";
     // The product now makes relu's result; its own is gone (nothing else read it).
     maker.outputs[0] = relu.outputs[0];
