@@ -182,15 +182,8 @@ void CompiledStep::Impl::plan() {
         handles[v] = value.tensor;
         stats.capture_bytes += value.tensor.nbytes();
         break;
-      case ValueKind::host: {
-        Tensor staging = Tensor::empty(value.meta.shape, value.meta.dtype, Device::cpu());
-        host_staging.push_back(staging);
-        handles[v] = device.type == DeviceType::cpu
-                         ? staging
-                         : Tensor::empty(value.meta.shape, value.meta.dtype, device);
-        stats.peak_bytes += aligned_bytes(value.meta);
+      case ValueKind::host:  // below, in the order their fills run
         break;
-      }
       case ValueKind::node:
         // The block's buffers are made when it is (ensure_arena).
         if (root[v] == static_cast<int>(v) && home[v] == Home::result)
@@ -199,6 +192,16 @@ void CompiledStep::Impl::plan() {
       case ValueKind::input:
         break;
     }
+  }
+  // A host operand's CPU copy is its value on the CPU, and staged for a copy elsewhere.
+  for (int id : graph.host_operands) {
+    const Value& value = graph.values[static_cast<std::size_t>(id)];
+    Tensor staging = Tensor::empty(value.meta.shape, value.meta.dtype, Device::cpu());
+    host_staging.push_back(staging);
+    handles[static_cast<std::size_t>(id)] =
+        device.type == DeviceType::cpu ? staging
+                                       : Tensor::empty(value.meta.shape, value.meta.dtype, device);
+    stats.peak_bytes += aligned_bytes(value.meta);
   }
   for (std::size_t v = 0; v < count; ++v) {
     if (graph.values[v].kind != ValueKind::input && root[v] == static_cast<int>(v) &&
