@@ -14,8 +14,12 @@ std::mutex& log_mutex() {
   return mutex;
 }
 
+void write_to_stderr(const std::string& line) {
+  std::cerr << line << "\n";
+}
+
 CompileLog& compile_log() {
-  static CompileLog log = [](const std::string& line) { std::cerr << line << "\n"; };
+  static CompileLog log = write_to_stderr;
   return log;
 }
 
@@ -49,7 +53,7 @@ std::string what_changed(const StepSignature& before, const StepSignature& after
 
 void set_compile_log(CompileLog log) {
   std::lock_guard lock(log_mutex());
-  compile_log() = log ? std::move(log) : [](const std::string& line) { std::cerr << line << "\n"; };
+  compile_log() = log ? std::move(log) : CompileLog(write_to_stderr);
 }
 
 StepSignature input_signature(const std::vector<Tensor>& inputs) {
