@@ -254,8 +254,6 @@ std::string markdown(const Report& report);
 std::string to_html(const Report& report);
 // The change from `before` to `after`, configuration by configuration, as a Markdown table.
 std::string compare(const Report& before, const Report& after);
-// Writes `text` to `path`; throws IoError naming the file.
-void write_text_file(const std::string& path, const std::string& text);
 
 // ---------------------------------------------------------------------------------------------
 // Running a matrix.

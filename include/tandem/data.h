@@ -108,5 +108,8 @@ struct IdxFiles {
   std::string labels;
 };
 IdxFiles fashion_mnist_files(const std::string& directory, const std::string& split);
+// Whether `directory` has anything by the name of one of the split's files (gzipped or not,
+// whatever it is): a folder to read as Fashion-MNIST, with fashion_mnist_files' errors.
+bool has_fashion_mnist_split(const std::string& directory, const std::string& split);
 
 }  // namespace tandem::data

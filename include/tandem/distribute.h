@@ -202,6 +202,11 @@ struct MultiWorkerOptions {
   std::size_t bucket_bytes = 0;
   // The CPU even where GPUs are present (one CPU replica per process).
   bool cpu_only = false;
+  // What decides the training, setting by setting ("--lr-schedule" = "cosine", ...): compared
+  // across the workers when they start, before any data is read, so that workers started with
+  // different settings stop with an error naming each setting that differs and the ranks,
+  // instead of training together into weights that match neither run.
+  std::vector<std::pair<std::string, std::string>> run_configuration;
 };
 
 // What combining gradients cost a worker over the steps trained so far.

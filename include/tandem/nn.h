@@ -526,6 +526,8 @@ namespace zoo {
 // "bert_base": a BERT-base-sized transformer encoder (transformer_encoder with the defaults of
 //        TransformerEncoderConfig) over token ids; input_shape is {sequence_length} (<= 512).
 std::vector<std::string> names();
+// The models of names() that take images (N, H, W, C), as an image data set trains them.
+std::vector<std::string> image_model_names();
 // input_shape without the batch dimension, e.g. {28, 28, 1}. An unknown name throws
 // InvalidArgument listing names().
 Model build(const std::string& name, const Shape& input_shape, std::int64_t num_classes);

@@ -15,10 +15,13 @@
 //     ...
 //     writer.add_scalar("loss", loss.item(), step);
 //   }
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +37,36 @@
 namespace tandem::observe {
 
 // ---------------------------------------------------------------------------------------------
+// Logs that never stop a run.
+// ---------------------------------------------------------------------------------------------
+// Logs serve a run; a run does not die for them. Writes of one run's logs go through one guard:
+// the first that fails (a full or read-only disk) is reported once on standard error, naming
+// the file, what the system said and what stops, and from then on the guard's logs write
+// nothing, while training, its results and the saved model go on. Thread-safe (the monitor
+// writes from its own thread).
+class LogGuard {
+ public:
+  // `what`: the logs guarded, as the warning names them, e.g. "the TensorBoard logs in runs/a".
+  explicit LogGuard(std::string what);
+  LogGuard(const LogGuard&) = delete;
+  LogGuard& operator=(const LogGuard&) = delete;
+
+  // Runs `write` unless the logs have stopped. An IoError from it stops them (reported the first
+  // time); other errors pass through.
+  void run(const std::function<void()>& write);
+  bool stopped() const;
+  // The first failure's message ("" while none), for a run's summary.
+  std::string failure() const;
+  const std::string& what() const { return what_; }
+
+ private:
+  std::string what_;
+  mutable std::mutex mutex_;
+  std::string failure_;
+  std::atomic<bool> stopped_{false};
+};
+
+// ---------------------------------------------------------------------------------------------
 // TensorBoard event files.
 // ---------------------------------------------------------------------------------------------
 struct SummaryWriterOptions {
@@ -44,6 +77,10 @@ struct SummaryWriterOptions {
   std::size_t max_pending_bytes = 1 << 20;
   // Appended to the file name (TensorFlow's filename_suffix), e.g. ".v2".
   std::string filename_suffix;
+  // Null: a failed write throws IoError from the next call (and the destructor warns). Set:
+  // every call after construction runs through the guard, so a failed write is reported once
+  // and the writer (with every other one of the guard) writes nothing more.
+  std::shared_ptr<LogGuard> guard;
 };
 
 // A hyper-parameter value as the HParams plugin shows it: a number, a string or a boolean.
@@ -85,7 +122,8 @@ class SummaryWriter {
   void add_hparams_session_start(const HParams& hparams, const std::string& group_name = "");
   void add_hparams_session_end(SessionStatus status);
 
-  // Writes every pending event to the file now. Throws IoError if a write failed.
+  // Writes every pending event to the file now. Throws IoError if a write failed (without a
+  // guard; with one, the guard reports it).
   void flush();
   // Flushes and closes the file; later calls throw. The destructor closes too but cannot report
   // a failure.
@@ -135,7 +173,8 @@ struct TensorBoardOptions {
 //   inputs                              the sample batch's images
 //   config, model                       the settings and the model summary (Text tab)
 // and opens an HParams session with `hparams` that ends when training does (status success, or
-// failure when fit exits by an exception).
+// failure when fit exits by an exception). Its writes go through a LogGuard: a full disk stops
+// the logs with one warning, never the training.
 class TensorBoard final : public train::Callback {
  public:
   explicit TensorBoard(TensorBoardOptions options);
@@ -149,6 +188,9 @@ class TensorBoard final : public train::Callback {
 
   // The writer of <log_dir> itself (text, hparams); a ResourceMonitor may share it.
   const std::shared_ptr<SummaryWriter>& run_writer() const;
+  // False once a write of these logs failed: the callback then logs nothing more (and computes
+  // no histogram), as its guard (options.writer.guard, made here when not given) says.
+  bool logging() const;
 
  private:
   struct State;
@@ -193,6 +235,10 @@ struct ResourceMonitorOptions {
   std::string csv_path;
   std::shared_ptr<SummaryWriter> writer;
   std::string tag_prefix = "monitor/";
+  // The CSV's writes go through it (null: one of the monitor's own): a failed write stops the
+  // CSV with one warning while sampling and the summary go on. Share the writer's guard for one
+  // warning about one disk.
+  std::shared_ptr<LogGuard> guard;
   // The NVML library to load (the driver installs libnvidia-ml.so.1); where it cannot be
   // loaded, the monitor records no GPU and gpu_status() says why.
   std::string nvml_library = "libnvidia-ml.so.1";
@@ -229,7 +275,8 @@ class ResourceMonitor {
   // Reads the baseline that CPU percentages are measured from and starts the thread; the first
   // sample follows one interval later. Throws IoError when the CSV cannot be created.
   void start();
-  // Takes a last sample, stops the thread and flushes the CSV.
+  // Takes a last sample, stops the thread and flushes the CSV and the writer. Throws nothing:
+  // write failures go to the guard.
   void stop();
   // Takes a sample now (also while the thread runs) and records it like the others.
   ResourceSample sample_now();
@@ -319,7 +366,8 @@ class Profiler {
 
   ProfileReport report() const;
   // Chrome's trace event format (JSON): open it at https://ui.perfetto.dev or chrome://tracing.
-  // Throws IoError naming the file when it cannot be written.
+  // Written atomically (no half-written trace under its name); throws IoError naming the file
+  // when it cannot be written.
   void write_chrome_trace(const std::string& path) const;
 
   struct Impl;
@@ -344,6 +392,9 @@ class ProfilerCallback final : public train::Callback {
 
   // Whether a profile was taken (to the last step, or to the end of training if that came first).
   bool finished() const { return finished_; }
+  // Whether the trace reached its file. A failed write is a warning (through a LogGuard), not
+  // the end of training.
+  bool trace_written() const { return trace_written_; }
 
  private:
   void begin_window();
@@ -357,6 +408,8 @@ class ProfilerCallback final : public train::Callback {
   std::int64_t global_step_ = 0;  // steps finished so far
   std::int64_t step_start_ns_ = 0;
   bool finished_ = false;
+  bool trace_written_ = false;
+  LogGuard trace_guard_{"the profiler's trace"};
 };
 
 }  // namespace tandem::observe

@@ -2,12 +2,12 @@
 // change between two runs.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "core/files.h"
 #include "tandem/bench.h"
 #include "tandem/error.h"
 #include "tandem/runtime.h"
@@ -267,20 +267,12 @@ Report report_from_json(const std::string& text, const std::string& origin) {
   }
 }
 
-Report read_report(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) throw IoError("cannot read " + path + "; check the path");
-  std::ostringstream text;
-  text << file.rdbuf();
-  return report_from_json(text.str(), path);
-}
+// A report holds a few hundred rows; anything much larger is not one.
+constexpr std::uint64_t kMaxReportBytes = std::uint64_t{64} << 20;
 
-void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << text;
-  file.close();
-  if (!file)
-    throw IoError("cannot write " + path + "; check that its folder exists and is writable");
+Report read_report(const std::string& path) {
+  const std::vector<std::uint8_t> bytes = read_whole_file(path, {.max_bytes = kMaxReportBytes});
+  return report_from_json(std::string(bytes.begin(), bytes.end()), path);
 }
 
 std::string to_csv(const Report& report) {
@@ -416,6 +408,14 @@ std::string markdown(const Report& report) {
       out << "- " << skip.what << " (" << skip.kind << "): " << skip.reason << "\n";
   }
   out << "\nPrices: " << report.prices_origin << "\n";
+  // Each missing price once, so that a "-" in a cost column never goes unexplained.
+  std::set<std::string> unpriced;
+  for (const Row& row : report.rows) {
+    if (row.kind == "measured" && row.price_per_hour < 0 &&
+        unpriced.insert(row.price_source).second) {
+      out << "- " << row.device << ": " << row.price_source << "\n";
+    }
+  }
   return out.str();
 }
 

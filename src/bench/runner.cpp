@@ -290,6 +290,12 @@ Row measure(const BenchOptions& options, const Workload& workload, const DeviceC
     row.price_per_hour = quote->per_hour;
     row.price_source = quote->source;
     row.cost = cost_of(quote->per_hour, row.step.median, batch, row.epoch_examples);
+  } else {
+    // Said beside the "-" of its cost cells: which entry the table lacks.
+    row.price_source = std::string("no price: no entry of the price table matches '") +
+                       (device.type == DeviceType::cpu ? "cpu" : choice.name) +
+                       "', so its costs show as -; add one to --prices (tandem bench "
+                       "--print-prices shows the form)";
   }
   return row;
 }

@@ -1,11 +1,14 @@
 // `tandem bench`: training throughput, MFU and cost of the zoo's models on every device,
 // precision and batch size asked for, with estimates for absent hardware and the TensorFlow and
 // PyTorch peers; `tandem bench compare A.json B.json` shows the change between two runs.
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "cli/strategy_options.h"
+#include "core/files.h"
 #include "tandem/bench.h"
 #include "tandem/distribute.h"
 #include "tandem/error.h"
@@ -269,13 +272,30 @@ int run_bench(const ParsedArgs& args) {
     if (auto value = args.value(option)) line += std::string(" ") + option + " " + *value;
   }
   options.command = line;
+  const BenchCommand::Output& output = command.output;
+  // Checked before the runs: a report never waits on a destination found bad at the end.
+  for (const auto& [option, path] :
+       {std::pair{"--json", &output.json}, std::pair{"--csv", &output.csv},
+        std::pair{"--html", &output.html}}) {
+    if (!path->empty()) require_writable_destination(*path, option, Destination::file);
+  }
+  if (const auto warning = thread_count_warning(options.threads)) {
+    std::cerr << "warning: " << *warning << "\n";
+  }
   const bench::Report report = bench::run(options, std::cerr);
   print_epochs(report);
   std::cout << bench::markdown(report);
-  const BenchCommand::Output& output = command.output;
-  if (!output.json.empty()) bench::write_text_file(output.json, bench::to_json(report));
-  if (!output.csv.empty()) bench::write_text_file(output.csv, bench::to_csv(report));
-  if (!output.html.empty()) bench::write_text_file(output.html, bench::to_html(report));
+  if (!output.json.empty()) write_file_atomically(output.json, bench::to_json(report));
+  if (!output.csv.empty()) write_file_atomically(output.csv, bench::to_csv(report));
+  if (!output.html.empty()) write_file_atomically(output.html, bench::to_html(report));
+  const bool measured = std::any_of(report.rows.begin(), report.rows.end(), [](const auto& row) {
+    return row.kind == "measured" || row.kind == "peer";
+  });
+  if (!measured) {
+    throw Error(
+        "nothing was measured: every configuration asked for was skipped (the reasons are "
+        "listed above); ask for devices this machine has (tandem devices lists them)");
+  }
   return 0;
 }
 

@@ -1,5 +1,7 @@
 #include "cli/checkpointing.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -182,6 +184,15 @@ void Checkpointing::prepare(nn::Model& model, const data::Dataset& training,
     }
   }
   if (!resume_) return;
+  if (resume_->config.contains(kReplicasKey) &&
+      resume_->config.at(kReplicasKey) != config_.at(kReplicasKey)) {
+    throw UsageError("--resume " + resume_->path + ": the run trained on " +
+                     resume_->config.at(kReplicasKey) + " replicas, this one has " +
+                     config_.at(kReplicasKey) +
+                     "; resume it with as many replicas as it had, e.g. `tandem launch -n " +
+                     resume_->config.at(kReplicasKey) +
+                     " -- tandem train --strategy multi-worker --resume ...`");
+  }
   if (resume_->steps_per_epoch != training.num_batches()) {
     throw InvalidArgument(
         "--resume " + resume_->path + ": the run had " + std::to_string(resume_->steps_per_epoch) +
@@ -203,7 +214,7 @@ std::vector<std::shared_ptr<train::Callback>> Checkpointing::callbacks() const {
   return {callback_};
 }
 
-void Checkpointing::finish(const nn::Model& model, const std::vector<std::string>& class_names,
+bool Checkpointing::finish(const nn::Model& model, const std::vector<std::string>& class_names,
                            std::ostream& out) {
   if (callback_) {
     out << "checkpoints: "
@@ -212,9 +223,29 @@ void Checkpointing::finish(const nn::Model& model, const std::vector<std::string
         << fixed(1e3 * callback_->seconds_blocking(), 1) << " ms to copy the state; writing took "
         << fixed(1e3 * callback_->seconds_writing(), 1) << " ms in the background)\n";
   }
-  if (!options_.save_model.empty()) {
+  if (options_.save_model.empty()) return true;
+  try {
     model.save(options_.save_model, class_names);
     out << "model: saved to " << options_.save_model << "\n";
+    return true;
+  } catch (const IoError& error) {
+    const std::string rescue = (std::filesystem::temp_directory_path() /
+                                ("tandem-unsaved-model-" + std::to_string(::getpid())))
+                                   .string();
+    std::cerr << "tandem: error: --save-model " << options_.save_model << ": " << error.what()
+              << "\n";
+    try {
+      model.save(rescue, class_names);
+      std::cerr << "tandem: the trained model was saved to " << rescue
+                << " instead; move it where it belongs\n";
+    } catch (const IoError& second) {
+      std::cerr << "tandem: error: nor could it be saved to " << rescue << ": " << second.what()
+                << (callback_ ? "; the last checkpoint in " + options_.directory +
+                                    " holds the trained weights"
+                              : std::string())
+                << "\n";
+    }
+    return false;
   }
 }
 

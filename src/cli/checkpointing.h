@@ -43,6 +43,9 @@ ParsedArgs resumed_arguments(const CommandSpec& spec, const ParsedArgs& args,
                              const io::CheckpointInfo& checkpoint,
                              const std::function<io::RunConfig(const ParsedArgs&)>& canonical);
 
+// The key of a RunConfig that records how many replicas trained (not an option).
+inline constexpr const char* kReplicasKey = "replicas";
+
 // Checkpoints, resume and the saved model of one `tandem train` run.
 class Checkpointing {
  public:
@@ -56,8 +59,11 @@ class Checkpointing {
                std::ostream* log);
   // The ModelCheckpoint callback, when checkpointing.
   std::vector<std::shared_ptr<train::Callback>> callbacks() const;
-  // After fit: writes --save-model and prints where the checkpoints and the model are.
-  void finish(const nn::Model& model, const std::vector<std::string>& class_names,
+  // After fit: writes --save-model and prints where the checkpoints and the model are. When the
+  // model cannot be saved there (the disk filled during the run, say), it is saved into the
+  // system's temporary folder instead, the error says where, and the result is false: trained
+  // weights are never thrown away.
+  bool finish(const nn::Model& model, const std::vector<std::string>& class_names,
               std::ostream& out);
 
  private:

@@ -18,6 +18,10 @@ int run_devices(const ParsedArgs& args);
 
 const CommandSpec& train_spec();
 int run_train(const ParsedArgs& args);
+// `tandem train`'s options by what they are to a multi-worker run: compared across the workers
+// (they decide the training), or free to differ per worker.
+std::vector<std::string> training_configuration_options();
+const std::vector<std::string>& per_worker_options();
 
 const CommandSpec& monitor_spec();
 int run_monitor(const ParsedArgs& args);

@@ -95,17 +95,8 @@ class ShapeSummary {
   std::set<Shape> shapes_;
 };
 
-bool gzip_compressed(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return false;
-  unsigned char magic[2] = {0, 0};
-  const bool read = std::fread(magic, 1, 2, file) == 2;
-  std::fclose(file);
-  return read && magic[0] == 0x1F && magic[1] == 0x8B;
-}
-
 std::string compression_note(const std::string& path) {
-  return gzip_compressed(path) ? " (gzip-compressed)" : "";
+  return is_gzip_file(path) ? " (gzip-compressed)" : "";
 }
 
 // ---- Formats ----
@@ -138,7 +129,7 @@ Kind kind_of_file(const std::string& path) {
   }
   std::error_code error;
   const auto size = fs::file_size(path, error);
-  if (!error && size > 0 && size % kCifarRecordBytes == 0 && !gzip_compressed(path)) {
+  if (!error && size > 0 && size % kCifarRecordBytes == 0 && !is_gzip_file(path)) {
     return Kind::cifar10;
   }
   return Kind::unknown;
@@ -253,12 +244,8 @@ void inspect_image_folder(const std::string& path) {
 bool inspect_idx_folder(const std::string& path) {
   bool found = false;
   for (const std::string split : {"train", "t10k"}) {
-    data::IdxFiles files;
-    try {
-      files = data::fashion_mnist_files(path, split);
-    } catch (const IoError&) {
-      continue;
-    }
+    if (!data::has_fashion_mnist_split(path, split)) continue;
+    const data::IdxFiles files = data::fashion_mnist_files(path, split);
     found = true;
     const data::Pipeline pairs = data::Pipeline::idx(files.images, files.labels);
     Histogram histogram;
@@ -290,6 +277,11 @@ void inspect(const std::string& path) {
     return;
   }
   require_regular_file(path);
+  if (fs::file_size(path) == 0) {
+    throw IoError(path +
+                  ": is empty (0 bytes); pass a data file (IDX, TFRecord, CIFAR-10 .bin, "
+                  "JPEG, PNG) or write or download it again");
+  }
   switch (kind_of_file(path)) {
     case Kind::idx:
       inspect_idx(path);

@@ -18,11 +18,10 @@ constexpr int kExitRuntimeError = 1;
 constexpr int kExitUsageError = 2;
 
 const std::vector<Command>& commands() {
-  static const std::vector<Command> all{{train_spec, run_train},     {devices_spec, run_devices},
-                                        {monitor_spec, run_monitor}, {data_spec, run_data},
-                                        {predict_spec, run_predict}, {export_spec, run_export},
-                                        {doctor_spec, run_doctor},   {launch_spec, run_launch},
-                                        {bench_spec, run_bench}};
+  static const std::vector<Command> all{
+      {train_spec, run_train},   {devices_spec, run_devices}, {monitor_spec, run_monitor},
+      {data_spec, run_data},     {predict_spec, run_predict}, {export_spec, run_export},
+      {doctor_spec, run_doctor}, {launch_spec, run_launch},   {bench_spec, run_bench}};
   return all;
 }
 
@@ -128,8 +127,10 @@ int main(int argc, char** argv) {
   } catch (const tandem::Error& error) {
     return report(error.what(), kExitRuntimeError);
   } catch (const std::bad_alloc&) {
-    return report("out of memory; try a smaller --batch-size or free some memory",
-                  kExitRuntimeError);
+    return report(
+        "out of memory: the system refused an allocation on the host; free some memory or ask "
+        "for less (a smaller batch or model)",
+        kExitRuntimeError);
   } catch (const std::exception& error) {
     return report(
         std::string("unexpected failure (a bug in Tandem; please report it): ") + error.what(),

@@ -106,8 +106,11 @@ const OptionTable<ObserveOptions>& observe_options() {
 
 Observers::Observers(const ObserveOptions& options, RunDescription run) : options_(options) {
   if (!options.logdir.empty()) {
+    // One guard for the logs of one folder: a full disk there is reported once.
+    log_guard_ = std::make_shared<observe::LogGuard>("the logs in " + options.logdir);
     observe::TensorBoardOptions board;
     board.log_dir = options.logdir;
+    board.writer.guard = log_guard_;
     board.update_freq = options.log_every;
     board.histogram_freq = static_cast<int>(options.histogram_freq);
     board.hparams = run.hparams;
@@ -120,6 +123,7 @@ Observers::Observers(const ObserveOptions& options, RunDescription run) : option
       monitor.interval_seconds = options.monitor_interval;
       monitor.csv_path = options.logdir + "/monitor.csv";
       monitor.writer = tensorboard_->run_writer();
+      monitor.guard = log_guard_;
       monitor_ = std::make_unique<observe::ResourceMonitor>(std::move(monitor));
       monitor_->start();
     }
@@ -142,7 +146,7 @@ Observers::Observers(const ObserveOptions& options, RunDescription run) : option
 Observers::~Observers() = default;
 
 std::string Observers::trace_path() const {
-  return profiler_callback_ && profiler_callback_->finished() ? trace_path_ : "";
+  return profiler_callback_ && profiler_callback_->trace_written() ? trace_path_ : "";
 }
 
 void Observers::log_test_results(const train::Logs& results) {
@@ -158,8 +162,13 @@ void Observers::finish(std::ostream& out) {
   }
   if (tensorboard_) {
     tensorboard_->run_writer()->flush();
-    out << "logs: " << options_.logdir << " (view them with: tensorboard --logdir "
-        << options_.logdir << ")\n";
+    if (log_guard_->stopped()) {
+      out << "logs: " << options_.logdir
+          << " (incomplete: logging stopped during the run: " << log_guard_->failure() << ")\n";
+    } else {
+      out << "logs: " << options_.logdir << " (view them with: tensorboard --logdir "
+          << options_.logdir << ")\n";
+    }
   }
   if (!profiler_callback_) return;
   if (!profiler_callback_->finished()) {
@@ -169,7 +178,11 @@ void Observers::finish(std::ostream& out) {
   }
   if (!options_.profile) return;
   out << profiler_->report().table();
-  out << "trace: " << trace_path_ << " (open it at https://ui.perfetto.dev)\n";
+  if (profiler_callback_->trace_written()) {
+    out << "trace: " << trace_path_ << " (open it at https://ui.perfetto.dev)\n";
+  } else {
+    out << "trace: not written (see the warning above)\n";
+  }
 }
 
 std::string monitor_summary_line(const observe::ResourceSummary& summary,

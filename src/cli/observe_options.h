@@ -56,6 +56,7 @@ class Observers {
 
  private:
   ObserveOptions options_;
+  std::shared_ptr<observe::LogGuard> log_guard_;  // the logs in --logdir
   std::vector<std::shared_ptr<train::Callback>> callbacks_;
   std::shared_ptr<observe::TensorBoard> tensorboard_;
   std::unique_ptr<observe::ResourceMonitor> monitor_;

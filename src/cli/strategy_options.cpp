@@ -166,4 +166,13 @@ void add_communication(const distribute::Strategy& strategy, const train::Histor
   report["allreduce_overlapped_buckets"] = stats.overlapped_buckets;
 }
 
+std::optional<std::string> thread_count_warning(int threads) {
+  const int available = distribute::probe_cpu().threads_available;
+  if (threads <= 0 || available <= 0 || threads <= available) return std::nullopt;
+  return "--threads " + std::to_string(threads) + " is more than the " + std::to_string(available) +
+         " hardware threads this process may run on; the extra threads wait on each other at "
+         "every kernel and make each step slower (many times over); pass --threads " +
+         std::to_string(available) + " or less, or leave it out to use every core";
+}
+
 }  // namespace tandem::cli

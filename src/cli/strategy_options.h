@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -32,6 +33,10 @@ std::shared_ptr<distribute::Strategy> make_strategy(const StrategyOptions& optio
 // one line per fallback auto-selection took.
 void describe_strategy(const distribute::Strategy& strategy, const StrategyOptions& options,
                        std::int64_t per_replica_batch_size, std::ostream& out);
+
+// Why `threads` CPU threads (--threads, 0: every core) will be slow, when they are more than the
+// hardware threads this process may run on: the extra ones wait on each other at every kernel.
+std::optional<std::string> thread_count_warning(int threads);
 
 // "cpu", "cuda:0": the device of the strategy's first replica.
 std::string strategy_device(const distribute::Strategy& strategy);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <numeric>
@@ -17,6 +16,7 @@
 #include "cli/observe_options.h"
 #include "cli/precision_options.h"
 #include "cli/strategy_options.h"
+#include "core/files.h"
 #include "tandem/data.h"
 #include "tandem/mixed_precision.h"
 #include "tandem/nn.h"
@@ -76,13 +76,15 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
   return text;
 }
 
-// Every option of `tandem train`: its own, then the groups' (in the help's order).
+// Every option of `tandem train`: its own, then the groups' (in the help's order). --model offers
+// the zoo's image models: the run trains on images.
 const OptionTable<TrainOptions>& train_options() {
   using O = TrainOptions;
   static const OptionTable<O> table = [] {
     OptionTable<O> options({
-        {"--model", "NAME", "zoo model: " + join(nn::zoo::names(), ", ") + " (default cnn)",
-         into(&O::model, one_of(nn::zoo::names(), "model"))},
+        {"--model", "NAME",
+         "zoo model: " + join(nn::zoo::image_model_names(), ", ") + " (default cnn)",
+         into(&O::model, one_of(nn::zoo::image_model_names(), "model"))},
         {"--epochs", "N",
          "passes over the training set (default " + std::to_string(kDefaultEpochs) + ")",
          [](O& options, const std::string& option, const std::string& text) {
@@ -137,9 +139,16 @@ const OptionTable<TrainOptions>& train_options() {
          [](O& options, const std::string&, const std::string&) { options.verbosity = 2; }},
     });
     options
-        .check([](O&, const ParsedArgs& args) {
+        .check([](O& options, const ParsedArgs& args) {
           if (args.has("--quiet") && args.has("--verbose")) {
             throw UsageError("--quiet and --verbose contradict each other; pass one of them");
+          }
+          const std::string& best = options.checkpointing.keep_best;
+          if (best.starts_with("val_") && options.validation_split == 0.0) {
+            throw UsageError("--keep-best " + best +
+                             " needs validation data, and this run has none; add "
+                             "--validation-split F (e.g. 0.1), or keep the best by " +
+                             best.substr(4));
           }
         })
         .add(observe_options(), &O::observe)
@@ -163,28 +172,110 @@ void print_compiled_step(const nn::Model& model, const std::string& trace_path, 
   const std::string path =
       (trace_path.ends_with(".json") ? trace_path.substr(0, trace_path.size() - 5) : trace_path) +
       "-step.txt";
-  std::ofstream file(path);
-  file << listing;
-  if (file) out << "compiled step nodes: " << path << "\n";
+  try {
+    write_file_atomically(path, listing);
+    out << "compiled step nodes: " << path << "\n";
+  } catch (const IoError& error) {
+    std::cerr << "tandem: warning: " << error.what() << " (the compiled step's nodes)\n";
+  }
 }
 
-// What a checkpoint records of the run, keyed by option, in canonical text.
+// What decides the training, option by option in canonical text: compared across the workers
+// of a multi-worker run before they start. A new option of `tandem train` goes here or into
+// per_worker_options() (a test checks that every option is in one of them).
+std::vector<std::pair<std::string, std::string>> training_configuration(
+    const TrainOptions& options) {
+  const distribute::MultiWorkerOptions& workers = options.strategy.multi_worker;
+  return {
+      {"--model", options.model},
+      {"--epochs", std::to_string(options.epochs)},
+      {"--batch-size", std::to_string(options.batch_size)},
+      {"--lr", shortest(options.learning_rate)},
+      {"--lr-schedule", options.schedule},
+      {"--seed", std::to_string(options.seed)},
+      {"--validation-split", shortest(options.validation_split)},
+      {"--deterministic", options.checkpointing.deterministic ? "true" : "false"},
+      {"--precision", options.precision.precision},
+      {"--find-max-batch", options.precision.find_max_batch ? "true" : "false"},
+      {"--jit", !options.jit   ? "default"
+                : *options.jit ? "on"
+                               : "off"},
+      {"--strategy", options.strategy.name},
+      {"--lr-scaling",
+       options.strategy.lr_scaling == distribute::LearningRateScaling::linear ? "linear" : "none"},
+      {"--bucket-kib",
+       workers.bucket_bytes == 0 ? "default" : std::to_string(workers.bucket_bytes / 1024)},
+  };
+}
+
+}  // namespace
+
+// Options that may differ from one worker to another: where each writes, what it prints, the
+// resources of its machine, its patience. --data-dir too: the paths may differ between
+// machines, and the data itself is compared (a digest of the first batch) when training starts.
+const std::vector<std::string>& per_worker_options() {
+  static const std::vector<std::string> names{"--threads",
+                                              "--data-dir",
+                                              "--report",
+                                              "--quiet",
+                                              "--verbose",
+                                              "--logdir",
+                                              "--log-every",
+                                              "--histogram-freq",
+                                              "--monitor-interval",
+                                              "--profile",
+                                              "--profile-steps",
+                                              "--trace",
+                                              "--log-device-placement",
+                                              "--checkpoint-dir",
+                                              "--checkpoint-every",
+                                              "--keep-checkpoints",
+                                              "--keep-best",
+                                              "--resume",
+                                              "--save-model",
+                                              "--join-timeout",
+                                              "--collective-timeout",
+                                              "--memory-limit"};
+  return names;
+}
+
+std::vector<std::string> training_configuration_options() {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : training_configuration(TrainOptions{}))
+    names.push_back(name);
+  return names;
+}
+
+namespace {
+
+// What a checkpoint records of the run, keyed by option, in canonical text: what decides the
+// training, and the options a resumed run carries over.
 io::RunConfig run_config(const TrainOptions& options) {
-  return {{"--model", options.model},
-          {"--epochs", std::to_string(options.epochs)},
-          {"--batch-size", std::to_string(options.batch_size)},
-          {"--lr", shortest(options.learning_rate)},
-          {"--lr-schedule", options.schedule},
-          {"--seed", std::to_string(options.seed)},
-          {"--validation-split", shortest(options.validation_split)},
-          {"--deterministic", options.checkpointing.deterministic ? "true" : "false"},
-          {"--precision", options.precision.precision},
-          {"--data-dir", options.data_dir},
-          {"--checkpoint-every", options.checkpointing.every_steps > 0
-                                     ? std::to_string(options.checkpointing.every_steps)
-                                     : ""},
-          {"--keep-checkpoints", std::to_string(options.checkpointing.keep)},
-          {"--keep-best", options.checkpointing.keep_best}};
+  io::RunConfig config;
+  for (auto& [name, value] : training_configuration(options))
+    config.emplace(std::move(name), std::move(value));
+  config.emplace("--data-dir", options.data_dir);
+  config.emplace("--checkpoint-every", options.checkpointing.every_steps > 0
+                                           ? std::to_string(options.checkpointing.every_steps)
+                                           : "");
+  config.emplace("--keep-checkpoints", std::to_string(options.checkpointing.keep));
+  config.emplace("--keep-best", options.checkpointing.keep_best);
+  return config;
+}
+
+// The files the run writes at its end, checked before its first step: a bad destination found
+// only after hours of training would lose the results.
+void check_destinations(const TrainOptions& options) {
+  if (!options.report_path.empty()) {
+    require_writable_destination(options.report_path, "--report", Destination::file);
+  }
+  if (!options.checkpointing.save_model.empty()) {
+    require_writable_destination(options.checkpointing.save_model, "--save-model",
+                                 Destination::folder);
+  }
+  if (options.observe.profile && !options.observe.trace_path.empty()) {
+    require_writable_destination(options.observe.trace_path, "--trace", Destination::file);
+  }
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -225,16 +316,31 @@ FashionMnistInput fashion_mnist_input(const TrainOptions& options) {
   const auto kept = static_cast<std::int64_t>(
       std::floor(static_cast<double>(total) * (1.0 - options.validation_split)));
   if (options.validation_split > 0.0 && kept == total) {
-    throw InvalidArgument("--validation-split " + std::to_string(options.validation_split) +
-                          " holds out no example of " + std::to_string(total) +
-                          "; pass a larger fraction or 0");
+    throw UsageError("--validation-split " + shortest(options.validation_split) +
+                     " holds out no example of " + std::to_string(total) +
+                     "; pass a larger fraction or 0");
+  }
+  if (kept == 0) {
+    throw UsageError("--validation-split " + shortest(options.validation_split) +
+                     " holds out all " + std::to_string(total) +
+                     " training examples and leaves none to train on; pass a smaller fraction, "
+                     "e.g. 0.1");
   }
   const data::Pipeline examples = all.take(kept);
-  FashionMnistInput input{
-      scaled_batches(examples.shuffle(kept, options.seed), options.batch_size), std::nullopt,
-      scaled_batches(data::Pipeline::idx(test_files.images, test_files.labels, idx),
-                     kEvaluationBatchSize),
-      all.take(1).collect().front().at("image").shape()};
+  const data::Pipeline test_examples =
+      data::Pipeline::idx(test_files.images, test_files.labels, idx);
+  const Shape image_shape = all.take(1).collect().front().at("image").shape();
+  // Found now, not when the test set is evaluated after training.
+  if (const Shape test_shape = test_examples.take(1).collect().front().at("image").shape();
+      test_shape != image_shape) {
+    throw InvalidArgument("the test images " + test_files.images + " are " + shape_str(test_shape) +
+                          ", the training images " + train_files.images + " " +
+                          shape_str(image_shape) +
+                          "; the files of --data-dir come from different data sets");
+  }
+  FashionMnistInput input{scaled_batches(examples.shuffle(kept, options.seed), options.batch_size),
+                          std::nullopt, scaled_batches(test_examples, kEvaluationBatchSize),
+                          image_shape};
   if (kept < total) input.validation = scaled_batches(all.skip(kept), kEvaluationBatchSize);
   return input;
 }
@@ -261,14 +367,7 @@ RunDescription describe_run(const TrainOptions& options, const data::Dataset& tr
 }
 
 void write_report(const std::string& path, const nlohmann::ordered_json& report) {
-  std::ofstream out(path);
-  out << json_text(report) << "\n";
-  out.close();
-  if (!out) {
-    throw IoError("cannot write the report " + path +
-                  "; check that the disk has space and the "
-                  "file is writable");
-  }
+  write_file_atomically(path, json_text(report) + "\n");
 }
 
 // --find-max-batch: the largest per-replica batch the strategy's devices train, from
@@ -345,15 +444,21 @@ int run_train(const ParsedArgs& args) {
                    [](const ParsedArgs& given) { return run_config(train_options().read(given)); })
              : args);
   // Under a strategy the pipeline yields global batches (per-replica batch x replicas), the
-  // learning rate follows --lr-scaling, and only the chief worker reports.
+  // learning rate follows --lr-scaling, and only the chief worker reports. Workers compare what
+  // decides the training as they start.
+  options.strategy.multi_worker.run_configuration = training_configuration(options);
   const std::shared_ptr<distribute::Strategy> strategy = make_strategy(options.strategy);
   TrainOptions global = options;
   global.batch_size = strategy->global_batch_size(options.batch_size);
   global.learning_rate =
       strategy->scaled_learning_rate(options.learning_rate, options.strategy.lr_scaling);
   const bool chatty = options.verbosity > 0 && strategy->is_chief();
+  if (strategy->is_chief()) check_destinations(options);
 
   set_num_threads(options.threads);
+  if (const auto warning = thread_count_warning(options.threads); warning && strategy->is_chief()) {
+    std::cerr << "warning: " << *warning << "\n";
+  }
   manual_seed(options.seed);
   set_deterministic(options.checkpointing.deterministic);
   const std::string device = strategy_device(*strategy);
@@ -426,7 +531,11 @@ int run_train(const ParsedArgs& args) {
   fit_options.verbose = chatty ? 1 : 0;
   Observers observers(options.observe, describe_run(options, training, device));
   fit_options.callbacks = observers.callbacks();
-  Checkpointing checkpointing(options.checkpointing, run_config(options), resume);
+  io::RunConfig config = run_config(options);
+  // Recorded so that a resume with another number of workers is told so, not that the data
+  // set differs (the batches per epoch do).
+  config.emplace(kReplicasKey, std::to_string(strategy->num_replicas_in_sync()));
+  Checkpointing checkpointing(options.checkpointing, std::move(config), resume);
   checkpointing.prepare(model, training, fit_options, chatty ? &std::cout : nullptr);
   for (const auto& callback : checkpointing.callbacks())
     fit_options.callbacks.push_back(callback);
@@ -460,7 +569,7 @@ int run_train(const ParsedArgs& args) {
   print_communication(*strategy, history, std::cout);
   observers.finish(std::cout);
   if (options.observe.profile) print_compiled_step(model, observers.trace_path(), std::cout);
-  checkpointing.finish(model, fashion_mnist_class_names(), std::cout);
+  const bool saved = checkpointing.finish(model, fashion_mnist_class_names(), std::cout);
 
   if (!options.report_path.empty()) {
     nlohmann::ordered_json report{{"model", options.model},
@@ -491,7 +600,7 @@ int run_train(const ParsedArgs& args) {
     write_report(options.report_path, report);
     if (chatty) std::cout << "report: " << options.report_path << "\n";
   }
-  return 0;
+  return saved ? 0 : 1;
 }
 
 }  // namespace tandem::cli

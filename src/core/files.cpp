@@ -4,9 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
+#include <mutex>
 
 #include "tandem/error.h"
 
@@ -87,6 +92,41 @@ void read_into(const std::string& path, const ReadFileOptions& options,
   }
 }
 
+struct FaultState {
+  std::mutex mutex;
+  std::optional<WriteFault> fault;
+  std::uint64_t written = 0;  // bytes written through the fault since it was set
+};
+
+FaultState& fault_state() {
+  static FaultState state;
+  return state;
+}
+
+std::atomic<bool> fault_armed{false};
+
+// How many of `wanted` bytes to `path` the injected fault lets through, or nothing when none
+// applies to it.
+std::optional<std::size_t> bytes_allowed(const std::string& path, std::size_t wanted, int& error) {
+  if (!fault_armed.load(std::memory_order_relaxed)) return std::nullopt;
+  FaultState& state = fault_state();
+  std::lock_guard lock(state.mutex);
+  if (!state.fault || !path.starts_with(state.fault->path_prefix)) return std::nullopt;
+  error = state.fault->error;
+  const std::uint64_t left =
+      state.written < state.fault->after_bytes ? state.fault->after_bytes - state.written : 0;
+  const std::size_t allowed = static_cast<std::size_t>(std::min<std::uint64_t>(left, wanted));
+  state.written += allowed;
+  return allowed;
+}
+
+// close(2), checked: NFS and some file systems report write errors only here.
+void close_checked(FileDescriptor& descriptor, const std::string& path) {
+  if (::close(descriptor.release()) != 0) {
+    throw IoError("cannot finish writing " + path + ": " + describe_errno(errno));
+  }
+}
+
 }  // namespace
 
 FileDescriptor::~FileDescriptor() {
@@ -95,6 +135,15 @@ FileDescriptor::~FileDescriptor() {
 
 void require_regular_file(const std::string& path, std::string_view context) {
   regular_file_status(path, context);
+}
+
+bool is_gzip_file(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) return false;
+  const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) return false;
+  unsigned char magic[2] = {0, 0};
+  return ::read(fd.get(), magic, 2) == 2 && magic[0] == 0x1F && magic[1] == 0x8B;
 }
 
 std::vector<std::uint8_t> read_whole_file(const std::string& path, ReadFileOptions options) {
@@ -113,6 +162,145 @@ Tensor read_whole_file_tensor(const std::string& path, ReadFileOptions options) 
     return bytes.data<std::uint8_t>();
   });
   return bytes;
+}
+
+std::string describe_errno(int error) {
+  std::string text = std::strerror(error);
+  switch (error) {
+    case ENOSPC:
+      return text + " (ENOSPC): the disk is full; free some space or write elsewhere";
+    case EDQUOT:
+      return text + " (EDQUOT): the disk quota is used up; free some space or write elsewhere";
+    case EACCES:
+    case EPERM:
+      return text + ": check the permissions of the file and its folder";
+    case EROFS:
+      return text + ": the file system is read-only; write elsewhere";
+    case ENOENT:
+      return text + ": check the path";
+    default:
+      return text;
+  }
+}
+
+std::string parent_folder(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+void write_all(int descriptor, std::span<const std::uint8_t> bytes, const std::string& path) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    std::size_t chunk = bytes.size() - done;
+    int injected = 0;
+    if (const std::optional<std::size_t> allowed = bytes_allowed(path, chunk, injected)) {
+      if (*allowed == 0) {
+        throw IoError("cannot write " + path + ": " + describe_errno(injected));
+      }
+      chunk = *allowed;
+    }
+    const ssize_t wrote = ::write(descriptor, bytes.data() + done, chunk);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote < 0) throw IoError("cannot write " + path + ": " + describe_errno(errno));
+    done += static_cast<std::size_t>(wrote);
+  }
+}
+
+void write_file_durably(const std::string& path, std::span<const std::uint8_t> bytes) {
+  FileDescriptor file(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (file.get() < 0) throw IoError("cannot create " + path + ": " + describe_errno(errno));
+  try {
+    write_all(file.get(), bytes, path);
+    if (::fsync(file.get()) != 0) {
+      throw IoError("cannot flush " + path + " to the disk: " + describe_errno(errno));
+    }
+    close_checked(file, path);
+  } catch (const IoError&) {
+    std::remove(path.c_str());
+    throw;
+  }
+}
+
+void write_file_atomically(const std::string& path, std::span<const std::uint8_t> bytes) {
+  const std::string temporary = hidden_sibling(path, "tmp");
+  write_file_durably(temporary, bytes);
+  try {
+    rename_path(temporary, path, "the new file into place");
+  } catch (const IoError&) {
+    std::remove(temporary.c_str());
+    throw;
+  }
+  sync_directory(parent_folder(path));
+}
+
+void write_file_atomically(const std::string& path, std::string_view text) {
+  write_file_atomically(path,
+                        std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+}
+
+void sync_directory(const std::string& path) {
+  FileDescriptor directory(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (directory.get() < 0) {
+    throw IoError("cannot open the folder " + path + ": " + describe_errno(errno));
+  }
+  if (::fsync(directory.get()) != 0) {
+    throw IoError("cannot flush the folder " + path + " to the disk: " + describe_errno(errno));
+  }
+  close_checked(directory, path);
+}
+
+void rename_path(const std::string& from, const std::string& to, const std::string& what) {
+  if (std::rename(from.c_str(), to.c_str()) != 0) {
+    throw IoError("cannot move " + what + " (" + from + " to " + to +
+                  "): " + describe_errno(errno));
+  }
+}
+
+std::string hidden_sibling(const std::string& path, const std::string& kind) {
+  static std::atomic<std::uint64_t> counter{0};
+  const std::filesystem::path target(path);
+  return (target.parent_path() / ("." + kind + "-" + target.filename().string() + "-" +
+                                  std::to_string(::getpid()) + "-" + std::to_string(counter++)))
+      .string();
+}
+
+void require_writable_destination(const std::string& path, std::string_view option,
+                                  Destination kind) {
+  const std::string what = std::string(option) + " " + path;
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0) {
+    if (kind == Destination::file && !S_ISREG(info.st_mode)) {
+      throw IoError(what + ": is " + kind_of(info.st_mode) + "; pass the path of a file to write");
+    }
+    if (kind == Destination::folder && !S_ISDIR(info.st_mode)) {
+      throw IoError(what + ": is a file, not a folder; pass the path of a folder to write");
+    }
+  }
+  const std::string folder = parent_folder(path);
+  if (::stat(folder.c_str(), &info) != 0) {
+    throw IoError(what + ": the folder " + folder + " does not exist; create it or pass a path " +
+                  "in an existing folder");
+  }
+  if (!S_ISDIR(info.st_mode)) {
+    throw IoError(what + ": " + folder + " is not a folder; pass a path in a folder");
+  }
+  // A probe file, created and removed: access(2) alone misses read-only mounts and full disks
+  // of the kind that refuse new files.
+  const std::string probe = hidden_sibling(path, "probe");
+  FileDescriptor file(::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (file.get() < 0) {
+    throw IoError(what + ": cannot create a file in " + folder + ": " + describe_errno(errno));
+  }
+  ::close(file.release());
+  std::remove(probe.c_str());
+}
+
+void set_write_fault(std::optional<WriteFault> fault) {
+  FaultState& state = fault_state();
+  std::lock_guard lock(state.mutex);
+  state.fault = std::move(fault);
+  state.written = 0;
+  fault_armed.store(state.fault.has_value(), std::memory_order_relaxed);
 }
 
 }  // namespace tandem

@@ -3,6 +3,7 @@
 // come out as NHWC images.
 #include <filesystem>
 
+#include "core/files.h"
 #include "data/file_io.h"
 #include "data/nodes.h"
 
@@ -14,15 +15,6 @@ constexpr std::int64_t kChannels = 3;
 constexpr std::int64_t kPixels = kSide * kSide * kChannels;
 constexpr std::int64_t kRecordBytes = 1 + kPixels;
 constexpr std::int32_t kClasses = 10;
-
-bool is_gzip(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return false;
-  unsigned char magic[2] = {0, 0};
-  const std::size_t got = std::fread(magic, 1, 2, file);
-  std::fclose(file);
-  return got == 2 && magic[0] == 0x1F && magic[1] == 0x8B;
-}
 
 class Cifar10Node final : public Node {
  public:
@@ -37,7 +29,7 @@ class Cifar10Node final : public Node {
       std::error_code error;
       const auto size = std::filesystem::file_size(file, error);
       // Plain files tell their record count by their size; gzip ones only by reading them.
-      if (error || is_gzip(file)) records = kUnknownCardinality;
+      if (error || is_gzip_file(file)) records = kUnknownCardinality;
       if (records >= 0) records += static_cast<std::int64_t>(size) / kRecordBytes;
       files_.push_back(std::make_shared<const std::string>(std::move(file)));
     }

@@ -1,11 +1,15 @@
 // Fashion-MNIST (and MNIST, which uses the same four file names): 28x28 grey images as IDX u8,
 // labels as IDX u8 class ids.
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "core/files.h"
+#include "data/file_io.h"
+#include "data/idx.h"
 #include "tandem/data.h"
 
 namespace tandem::data {
@@ -15,12 +19,42 @@ constexpr const char* kExpectedFiles =
     "train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and "
     "t10k-labels-idx1-ubyte (each gzipped or plain)";
 
-// `stem` with ".gz" when that exists, else `stem` itself.
+// Whether two files hold the same bytes once decompressed (each gzipped or plain).
+bool same_contents(const std::string& first_path, const std::string& second_path) {
+  InputFile first(first_path);
+  InputFile second(second_path);
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  std::vector<std::uint8_t> first_bytes(kChunk);
+  std::vector<std::uint8_t> second_bytes(kChunk);
+  while (true) {
+    const std::size_t got = first.read(first_bytes.data(), kChunk);
+    if (second.read(second_bytes.data(), kChunk) != got ||
+        !std::equal(first_bytes.begin(), first_bytes.begin() + static_cast<std::ptrdiff_t>(got),
+                    second_bytes.begin())) {
+      return false;
+    }
+    if (got == 0) return true;
+  }
+}
+
+// `stem` with ".gz" when that exists, else `stem` itself. Something of either name that is not
+// a regular file (a folder, a FIFO, a device) is refused by name; both present with different
+// data is refused too, rather than one picked silently.
 std::string locate(const std::filesystem::path& directory, const std::string& stem) {
+  std::vector<std::string> found;
   for (const std::string& name : {stem + ".gz", stem}) {
     const std::filesystem::path candidate = directory / name;
-    if (std::filesystem::is_regular_file(candidate)) return candidate.string();
+    std::error_code error;
+    if (!std::filesystem::exists(candidate, error)) continue;
+    require_regular_file(candidate.string(), "Fashion-MNIST's " + stem);
+    found.push_back(candidate.string());
   }
+  if (found.size() == 2 && !same_contents(found[0], found[1])) {
+    throw IoError("Fashion-MNIST: " + found[0] + " and " + found[1] +
+                  " both exist and hold different data; remove (or rename) the one you do not "
+                  "mean, so that it is clear which is read");
+  }
+  if (!found.empty()) return found.front();
   throw IoError("Fashion-MNIST: " + directory.string() + " has neither " + stem + ".gz nor " +
                 stem + "; it needs " + kExpectedFiles +
                 ": install the Debian package dataset-fashion-mnist or pass --data-dir");
@@ -75,8 +109,10 @@ std::pair<Tensor, Tensor> load_split(const std::filesystem::path& directory,
   const IdxFiles files = fashion_mnist_files(directory.string(), prefix);
   const std::string& images_path = files.images;
   const std::string& labels_path = files.labels;
-  Tensor images = images_to_unit_floats(read_idx(images_path), images_path);  // (N, 28, 28, 1)
-  Tensor labels = checked_labels(read_idx(labels_path), labels_path, num_classes);  // (N,)
+  Tensor images = images_to_unit_floats(  // (N, 28, 28, 1)
+      read_idx_contents(images_path, IdxRole::images).tensor, images_path);
+  Tensor labels = checked_labels(  // (N,)
+      read_idx_contents(labels_path, IdxRole::labels).tensor, labels_path, num_classes);
   if (images.dim(0) != labels.dim(0)) {
     throw IoError("Fashion-MNIST: " + images_path + " holds " + std::to_string(images.dim(0)) +
                   " images but " + labels_path + " holds " + std::to_string(labels.dim(0)) +
@@ -92,6 +128,18 @@ IdxFiles fashion_mnist_files(const std::string& directory, const std::string& sp
   require_directory(directory);
   const std::filesystem::path root(directory);
   return {locate(root, split + "-images-idx3-ubyte"), locate(root, split + "-labels-idx1-ubyte")};
+}
+
+bool has_fashion_mnist_split(const std::string& directory, const std::string& split) {
+  const std::filesystem::path root(directory);
+  for (const std::string kind : {"-images-idx3-ubyte", "-labels-idx1-ubyte"}) {
+    for (const std::string suffix : {"", ".gz"}) {
+      std::error_code error;
+      const std::filesystem::path candidate = root / (split + kind + suffix);
+      if (std::filesystem::exists(std::filesystem::symlink_status(candidate, error))) return true;
+    }
+  }
+  return false;
 }
 
 ImageClassificationData load_fashion_mnist(const std::string& directory) {

@@ -33,6 +33,8 @@ class InputFile {
   // Bytes read so far (of the decompressed stream).
   std::uint64_t offset() const { return offset_; }
   const std::string& path() const { return path_; }
+  // Whether the file is gzip-compressed (known once something was read).
+  bool compressed() const { return gzdirect(file_) == 0; }
 
  private:
   std::string path_;

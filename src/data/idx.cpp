@@ -56,9 +56,20 @@ std::uint64_t load_big_endian(const unsigned char* bytes, std::size_t width) {
   return value;
 }
 
-Shape read_header(InputFile& file, const std::string& path, IdxElementType& element_type) {
+struct IdxHeader {
+  Shape shape;
+  IdxElementType type;
+  std::uint64_t magic = 0;
+};
+
+IdxHeader read_header(InputFile& file, const std::string& path) {
   unsigned char magic[4];
   const std::size_t magic_bytes = file.read(magic, 4);
+  if (magic_bytes == 0) {
+    throw IoError(path + ": is empty (0 bytes" +
+                  (file.compressed() ? std::string(" once decompressed") : std::string()) +
+                  "); an IDX file starts with a 4-byte magic number: write or download it again");
+  }
   if (magic_bytes < 4) {
     throw IoError(path + ": " + std::to_string(magic_bytes) +
                   " bytes is too short for an IDX header (4-byte magic number, then the "
@@ -72,7 +83,7 @@ Shape read_header(InputFile& file, const std::string& path, IdxElementType& elem
                   "NN dimensions); check that this is an IDX file such as "
                   "train-images-idx3-ubyte.gz");
   }
-  element_type = *type;
+  const IdxElementType element_type = *type;
   const int rank = magic[3];
   if (rank == 0) {
     throw IoError(path + ": impossible shape: the magic number " + hex(magic_number, 8) +
@@ -107,7 +118,26 @@ Shape read_header(InputFile& file, const std::string& path, IdxElementType& elem
     }
     bytes *= extent;
   }
-  return shape;
+  return {shape, element_type, magic_number};
+}
+
+// A header of the other kind of file than the one asked for: an images file given as labels,
+// or the other way round. Said before the data is read, so it is not mistaken for a short file.
+void check_role(const IdxHeader& header, const std::string& path, IdxRole role) {
+  const auto rank = static_cast<int>(header.shape.size());
+  const std::string declared = ": its IDX header (magic number " + hex(header.magic, 8) +
+                               ") declares " + std::to_string(rank) + " dimension" +
+                               (rank == 1 ? "" : "s") + " " + shape_str(header.shape);
+  if (role == IdxRole::labels && rank != 1) {
+    throw IoError(path + declared + (rank >= 2 ? ", as an images file's does" : "") +
+                  "; a labels file has 1 (magic 0x00000801): pass the *-labels-idx1-ubyte "
+                  "file as the labels");
+  }
+  if (role == IdxRole::images && rank < 2) {
+    throw IoError(path + declared +
+                  ", as a labels file's does; an images file has 3 (magic 0x00000803): pass "
+                  "the *-images-idx3-ubyte file as the images");
+  }
 }
 
 template <typename T>
@@ -135,16 +165,20 @@ void decode_elements(const unsigned char* bytes, const IdxElementType& type, T* 
 
 }  // namespace
 
-IdxContents read_idx_contents(const std::string& path) {
+IdxContents read_idx_contents(const std::string& path, IdxRole role) {
   InputFile file(path);
-  IdxElementType type{};
-  const Shape shape = read_header(file, path, type);
+  const IdxHeader header = read_header(file, path);
+  check_role(header, path, role);
+  const Shape& shape = header.shape;
+  const IdxElementType& type = header.type;
   const std::uint64_t expected = static_cast<std::uint64_t>(shape_numel(shape)) * type.width;
   const std::vector<std::uint8_t> payload = file.read_up_to(expected);
   if (payload.size() < expected) {
-    throw IoError(path + ": expected " + std::to_string(expected) +
-                  " bytes of data after the header, found " + std::to_string(payload.size()) +
-                  " (shape " + shape_str(shape) + "); the file is truncated: download it again");
+    throw IoError(path + ": its header declares shape " + shape_str(shape) + ", " +
+                  std::to_string(expected) + " bytes of data, but only " +
+                  std::to_string(payload.size()) +
+                  " follow; the file is cut short (download it again) or its header is not "
+                  "its own");
   }
   if (const std::uint64_t extra = file.count_remaining(); extra > 0) {
     throw IoError(path + ": expected " + std::to_string(expected) +
@@ -182,15 +216,9 @@ class IdxNode final : public Node {
       throw InvalidArgument("Pipeline::idx: num_classes must be >= 0 (0: no check), got " +
                             std::to_string(options.num_classes));
     }
-    IdxContents images = read_idx_contents(images_path);
-    IdxContents labels = read_idx_contents(labels_path);
-    if (images.tensor.rank() < 2) {
-      throw IoError(images_path + ": holds " + dtype_name(images.tensor.dtype()) + " " +
-                    shape_str(images.tensor.shape()) +
-                    ", not images (N, rows, cols); pass the image file as the first argument");
-    }
-    if (labels.tensor.rank() != 1 ||
-        !(labels.tensor.dtype() == DType::u8 || labels.tensor.dtype() == DType::i32)) {
+    IdxContents images = read_idx_contents(images_path, IdxRole::images);
+    IdxContents labels = read_idx_contents(labels_path, IdxRole::labels);
+    if (!(labels.tensor.dtype() == DType::u8 || labels.tensor.dtype() == DType::i32)) {
       throw IoError(labels_path + ": holds " + dtype_name(labels.tensor.dtype()) + " " +
                     shape_str(labels.tensor.shape()) +
                     ", not integer labels (N,); pass the label file as the second argument");

@@ -13,7 +13,11 @@ struct IdxContents {
   std::int64_t element_width = 1;  // bytes per element in the file
 };
 
+// What the file is meant to hold, checked against its header before its data is read: labels
+// have 1 dimension (N,), images at least 2 (N, rows, cols).
+enum class IdxRole { any, images, labels };
+
 // As read_idx, with where the elements start and how wide they are in the file.
-IdxContents read_idx_contents(const std::string& path);
+IdxContents read_idx_contents(const std::string& path, IdxRole role = IdxRole::any);
 
 }  // namespace tandem::data

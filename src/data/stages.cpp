@@ -222,7 +222,10 @@ class BatchNode final : public Node {
           : node_(node), input_(std::move(input)) {}
       std::optional<Element> next() override {
         std::vector<Element> elements;
-        elements.reserve(static_cast<std::size_t>(node_.size_));
+        // Room for the batch up front, but not for a batch size far beyond any data set: the
+        // vector grows as elements actually arrive.
+        constexpr std::int64_t kReservedAtMost = 65536;
+        elements.reserve(static_cast<std::size_t>(std::min(node_.size_, kReservedAtMost)));
         while (input_ && static_cast<std::int64_t>(elements.size()) < node_.size_) {
           std::optional<Element> element = input_->next();
           if (!element) {

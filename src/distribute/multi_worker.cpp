@@ -424,10 +424,13 @@ MultiWorker::MultiWorker(const MultiWorkerOptions& options, const DeviceInventor
   if (resolved.bucket_bytes == 0) {
     resolved.bucket_bytes = on_gpu ? std::size_t{25} << 20 : std::size_t{64} << 10;
   }
-  world.agree({{"Tandem version", version()},
-               {"replica device type", on_gpu ? "GPU" : "CPU"},
-               {"collective", collective->name()}},
-              options.join_timeout_seconds, "the start-up of the workers");
+  std::vector<std::pair<std::string, std::string>> settings{
+      {"Tandem version", version()},
+      {"replica device type", on_gpu ? "GPU" : "CPU"},
+      {"collective", collective->name()}};
+  settings.insert(settings.end(), options.run_configuration.begin(),
+                  options.run_configuration.end());
+  world.agree(settings, options.join_timeout_seconds, "the start-up of the workers");
   auto distribution = std::make_shared<detail::MultiWorkerDistribution>(
       world, device, std::move(collective), resolved);
   leave_on_error.armed = false;  // the distribution leaves when it goes

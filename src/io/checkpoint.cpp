@@ -156,16 +156,16 @@ std::string write_snapshot(const std::string& directory, Snapshot& snapshot) {
 
   const std::string target =
       (fs::path(directory) / checkpoint_name(snapshot.info.position.step)).string();
-  const std::string staged = detail::hidden_sibling(target, "tmp");
+  const std::string staged = hidden_sibling(target, "tmp");
   std::error_code error;
   if (!fs::create_directory(staged, error)) {
     throw IoError("cannot create the folder " + staged + ": " + error.message());
   }
   try {
-    detail::write_file_durably((fs::path(staged) / kWeightsFile).string(), weights);
-    detail::write_file_durably((fs::path(staged) / kOptimizerFile).string(), optimizer);
-    detail::write_file_durably((fs::path(staged) / kStateFile).string(), as_bytes(state_text));
-    detail::sync_directory(staged);
+    write_file_durably((fs::path(staged) / kWeightsFile).string(), weights);
+    write_file_durably((fs::path(staged) / kOptimizerFile).string(), optimizer);
+    write_file_durably((fs::path(staged) / kStateFile).string(), as_bytes(state_text));
+    sync_directory(staged);
     detail::replace_directory(staged, target);
   } catch (const IoError& failure) {
     fs::remove_all(staged, error);

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/files.h"
 #include "io/file_io.h"
 #include "ops/window.h"
 #include "tandem/io.h"
@@ -402,8 +403,7 @@ void export_onnx(const nn::Model& model, const std::string& path,
   if (!proto.SerializeToString(&bytes)) {
     throw Error("export_onnx: protobuf could not serialise the model (it may pass 2 GB)");
   }
-  detail::write_file_atomically(
-      path, {reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()});
+  write_file_atomically(path, std::string_view(bytes));
 }
 
 }  // namespace tandem::io

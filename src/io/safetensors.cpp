@@ -297,7 +297,7 @@ Safetensors decode_safetensors(std::span<const std::uint8_t> bytes, const std::s
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const Metadata& metadata) {
   const std::vector<std::uint8_t> bytes = encode_safetensors(tensors, metadata);
-  detail::write_file_atomically(path, bytes);
+  write_file_atomically(path, bytes);
 }
 
 Safetensors load_safetensors(const std::string& path) {

@@ -310,16 +310,15 @@ void Model::save(const std::string& directory, const std::vector<std::string>& c
   const std::filesystem::path target = std::filesystem::absolute(directory);
   std::error_code error;
   std::filesystem::create_directories(target.parent_path(), error);
-  const std::string staged = io::detail::hidden_sibling(target.string(), "tmp");
+  const std::string staged = hidden_sibling(target.string(), "tmp");
   if (!std::filesystem::create_directory(staged, error)) {
     throw IoError("Model::save: cannot create the folder " + staged + ": " + error.message());
   }
   try {
-    io::detail::write_file_durably((std::filesystem::path(staged) / io::kWeightsFile).string(),
-                                   weight_bytes);
-    io::detail::write_file_durably((std::filesystem::path(staged) / io::kArchitectureFile).string(),
-                                   io::as_bytes(architecture_text));
-    io::detail::sync_directory(staged);
+    write_file_durably((std::filesystem::path(staged) / io::kWeightsFile).string(), weight_bytes);
+    write_file_durably((std::filesystem::path(staged) / io::kArchitectureFile).string(),
+                       io::as_bytes(architecture_text));
+    sync_directory(staged);
     io::detail::replace_directory(staged, target.string());
   } catch (const IoError& failure) {
     std::filesystem::remove_all(staged, error);

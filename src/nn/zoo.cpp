@@ -126,21 +126,34 @@ Model bert_base(const Shape& input_shape, std::int64_t num_classes) {
 }
 
 using Builder = Model (*)(const Shape&, std::int64_t);
-constexpr std::pair<const char*, Builder> kModels[] = {
-    {"cnn", cnn},
-    {"mlp", mlp},
-    {"resnet_small", resnet_small},
-    {"resnet50", resnet50},
-    {"bert_base", bert_base},
+struct ZooModel {
+  const char* name;
+  Builder builder;
+  bool takes_images;  // (N, H, W, C); else token ids (N, sequence_length)
+};
+constexpr ZooModel kModels[] = {
+    {"cnn", cnn, true},
+    {"mlp", mlp, true},
+    {"resnet_small", resnet_small, true},
+    {"resnet50", resnet50, true},
+    {"bert_base", bert_base, false},
 };
 
 }  // namespace
 
 std::vector<std::string> names() {
   std::vector<std::string> all;
-  for (const auto& [name, builder] : kModels)
-    all.emplace_back(name);
+  for (const ZooModel& model : kModels)
+    all.emplace_back(model.name);
   return all;
+}
+
+std::vector<std::string> image_model_names() {
+  std::vector<std::string> images;
+  for (const ZooModel& model : kModels) {
+    if (model.takes_images) images.emplace_back(model.name);
+  }
+  return images;
 }
 
 Model build(const std::string& name, const Shape& input_shape, std::int64_t num_classes) {
@@ -148,8 +161,8 @@ Model build(const std::string& name, const Shape& input_shape, std::int64_t num_
     throw InvalidArgument("zoo::build: num_classes must be positive, got " +
                           std::to_string(num_classes));
   }
-  for (const auto& [known, builder] : kModels) {
-    if (name == known) return builder(input_shape, num_classes);
+  for (const ZooModel& model : kModels) {
+    if (name == model.name) return model.builder(input_shape, num_classes);
   }
   std::string known_names;
   for (const std::string& known : names())

@@ -9,11 +9,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <set>
 
 #include "core/crc32c.h"
+#include "core/files.h"
 #include "tandem/error.h"
 
 namespace tandem::observe {
@@ -106,8 +106,7 @@ EventFile::EventFile(const std::string& directory, const std::string& suffix, do
   path_ = directory + "/" + event_file_name(now, suffix);
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) {
-    throw IoError("cannot create the event file " + path_ + ": " + std::strerror(errno) +
-                  "; check that the folder is writable");
+    throw IoError("cannot create the event file " + path_ + ": " + describe_errno(errno));
   }
   flusher_ = std::thread([this] { run_flusher(); });
   register_open_file(this);
@@ -126,7 +125,8 @@ void EventFile::append(std::string_view serialized_event) {
   framed.reserve(serialized_event.size() + 16);
   append_tfrecord(framed, serialized_event);
   std::lock_guard lock(mutex_);
-  if (closing_ || closed_) throw IoError("the event file " + path_ + " is closed");
+  // A call after close() is a mistake of the caller, not of the disk.
+  if (closing_ || closed_) throw Error("the event file " + path_ + " is closed");
   throw_if_failed();
   pending_ += framed;
   if (pending_.size() >= max_pending_bytes_) wake_.notify_one();
@@ -140,12 +140,22 @@ void EventFile::flush() {
 }
 
 void EventFile::close() {
+  shut(/*keep_pending=*/true);
+  std::lock_guard lock(mutex_);
+  throw_if_failed();
+}
+
+void EventFile::abandon() {
+  shut(/*keep_pending=*/false);
+  std::lock_guard lock(mutex_);
+  error_.clear();
+}
+
+void EventFile::shut(bool keep_pending) {
   {
     std::lock_guard lock(mutex_);
-    if (closed_) {
-      throw_if_failed();
-      return;
-    }
+    if (closed_) return;
+    if (!keep_pending) pending_.clear();
     closing_ = true;
   }
   wake_.notify_one();
@@ -153,11 +163,10 @@ void EventFile::close() {
   unregister_open_file(this);
   std::lock_guard lock(mutex_);
   if (::close(fd_) != 0 && error_.empty()) {
-    error_ = "cannot close the event file " + path_ + ": " + std::strerror(errno);
+    error_ = "cannot close the event file " + path_ + ": " + describe_errno(errno);
   }
   fd_ = -1;
   closed_ = true;
-  throw_if_failed();
 }
 
 void EventFile::run_flusher() {
@@ -182,16 +191,10 @@ void EventFile::write_pending(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   // A crash after this write keeps the events: they are in the kernel's page cache.
   std::string failure;
-  std::size_t done = 0;
-  while (done < batch.size()) {
-    const ssize_t written = ::write(fd_, batch.data() + done, batch.size() - done);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      failure = "cannot write the event file " + path_ + ": " + std::strerror(errno) +
-                "; check that the disk has space";
-      break;
-    }
-    done += static_cast<std::size_t>(written);
+  try {
+    write_all(fd_, bytes_of(batch.data(), batch.size()), path_);
+  } catch (const IoError& error) {
+    failure = error.what();
   }
   lock.lock();
   writing_ = false;

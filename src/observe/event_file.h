@@ -36,6 +36,9 @@ class EventFile {
   void flush();
   // Flushes, stops the writer thread and closes the file; throws IoError when a write failed.
   void close();
+  // Stops writing for good: drops what is queued, stops the writer thread and closes the file,
+  // reporting nothing (for a caller that has reported the failure that made it give up).
+  void abandon();
   const std::string& path() const { return path_; }
 
  private:
@@ -43,6 +46,8 @@ class EventFile {
   // Writes `pending_` to the file; called with `lock` held, releases it while writing.
   void write_pending(std::unique_lock<std::mutex>& lock);
   void throw_if_failed() const;
+  // close() and abandon(): the writer thread stopped, the descriptor closed.
+  void shut(bool keep_pending);
 
   std::string path_;
   int fd_ = -1;

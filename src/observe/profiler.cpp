@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -17,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "observe/trace.h"
 #include "ops/backend.h"
 #include "ops/op_attrs.h"
@@ -519,11 +519,7 @@ void Profiler::write_chrome_trace(const std::string& path) const {
     return printf_string("%.3f", static_cast<double>(ns - data.origin_ns) * 1e-3);
   };
   const int pid = static_cast<int>(getpid());
-  std::ofstream out(path);
-  if (!out) {
-    throw IoError("cannot write the trace " + path + "; check that its folder exists and is " +
-                  "writable");
-  }
+  std::ostringstream out;
   out << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"tandem " << version()
       << "\"},\"traceEvents\":[\n";
   out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << pid
@@ -560,10 +556,7 @@ void Profiler::write_chrome_trace(const std::string& path) const {
         << "}}";
   }
   out << "\n]}\n";
-  out.close();
-  if (!out) {
-    throw IoError("cannot write the trace " + path + "; check that the disk has space");
-  }
+  write_file_atomically(path, out.str());
 }
 
 // ---- ProfilerCallback ----
@@ -620,7 +613,12 @@ void ProfilerCallback::begin_window() {
 void ProfilerCallback::end_window() {
   profiler_->stop();
   finished_ = true;
-  if (!trace_path_.empty()) profiler_->write_chrome_trace(trace_path_);
+  if (!trace_path_.empty()) {
+    trace_guard_.run([&] {
+      profiler_->write_chrome_trace(trace_path_);
+      trace_written_ = true;
+    });
+  }
   if (table_out_ != nullptr) *table_out_ << profiler_->report().table();
 }
 

@@ -1,19 +1,20 @@
 // The resource monitor: a thread that samples the watched processes' CPU and memory, the
 // machine's CPU and every NVIDIA GPU (through NVML, loaded at run time) at a fixed interval, and
 // hands each sample to a CSV file and a SummaryWriter.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
+#include "core/files.h"
 #include "observe/nvml.h"
 #include "observe/process_stats.h"
 #include "tandem/observe.h"
@@ -55,7 +56,7 @@ struct ResourceMonitor::Impl {
   std::thread thread;
   bool running = false;
   bool stopping = false;
-  std::ofstream csv;
+  std::unique_ptr<FileDescriptor> csv;  // null: no CSV (none asked for, or not yet opened)
   double start_steady = 0.0;
   // The previous reading, the baseline of the next sample's CPU percentages.
   double previous_steady = 0.0;
@@ -65,7 +66,9 @@ struct ResourceMonitor::Impl {
   ResourceSummary totals;  // sums in the mean fields until summary() divides
 
   explicit Impl(ResourceMonitorOptions given)
-      : options(std::move(given)), nvml(options.nvml_library) {}
+      : options(std::move(given)), nvml(options.nvml_library) {
+    if (!options.guard) options.guard = std::make_shared<LogGuard>("the resource monitor's logs");
+  }
 
   // Reads everything now; `mutex` held.
   ResourceSample take_sample() {
@@ -106,47 +109,53 @@ struct ResourceMonitor::Impl {
     previous_system = read_system_times();
   }
 
+  // Creates the CSV with its header row. A failure here throws: it comes before the run.
   void open_csv() {
     if (options.csv_path.empty()) return;
-    csv.open(options.csv_path);
-    if (!csv) {
-      throw IoError("cannot write the monitor's CSV " + options.csv_path +
-                    "; check that its folder exists and is writable");
+    auto file = std::make_unique<FileDescriptor>(
+        ::open(options.csv_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (file->get() < 0) {
+      throw IoError("cannot create the monitor's CSV " + options.csv_path + ": " +
+                    describe_errno(errno));
     }
-    csv << "wall_time,elapsed_seconds,process_cpu_percent,rss_bytes,system_cpu_percent";
+    std::string header =
+        "wall_time,elapsed_seconds,process_cpu_percent,rss_bytes,system_cpu_percent";
     for (int gpu = 0; gpu < nvml.device_count(); ++gpu) {
       const std::string prefix = ",gpu" + std::to_string(gpu) + "_";
-      csv << prefix << "utilization_percent" << prefix << "memory_used_bytes" << prefix
-          << "memory_total_bytes" << prefix << "power_watts" << prefix << "temperature_celsius";
+      header += prefix + "utilization_percent" + prefix + "memory_used_bytes" + prefix +
+                "memory_total_bytes" + prefix + "power_watts" + prefix + "temperature_celsius";
     }
-    csv << "\n" << std::flush;
+    write_all(file->get(), as_bytes(header + "\n"), options.csv_path);
+    csv = std::move(file);
   }
 
-  // Writes the sample out and adds it to the summary; `mutex` held.
+  static std::span<const std::uint8_t> as_bytes(const std::string& text) {
+    return {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()};
+  }
+
+  std::string csv_row(const ResourceSample& sample) const {
+    std::ostringstream row;
+    row << std::fixed << std::setprecision(3) << sample.wall_time << std::defaultfloat << ","
+        << cell(sample.elapsed_seconds) << "," << cell(sample.process_cpu_percent) << ","
+        << cell(sample.rss_bytes) << "," << cell(sample.system_cpu_percent);
+    for (const GpuSample& gpu : sample.gpus) {
+      row << "," << cell(gpu.utilization_percent) << "," << cell(gpu.memory_used_bytes) << ","
+          << cell(gpu.memory_total_bytes) << "," << cell(gpu.power_watts) << ","
+          << cell(gpu.temperature_celsius);
+    }
+    row << "\n";
+    return row.str();
+  }
+
+  // Writes the sample out and adds it to the summary; `mutex` held. The summary gets every
+  // sample even after the logs have stopped.
   void record(const ResourceSample& sample) {
     const std::int64_t index = count++;
-    if (csv.is_open()) {
-      csv << std::fixed << std::setprecision(3) << sample.wall_time << std::defaultfloat << ","
-          << cell(sample.elapsed_seconds) << "," << cell(sample.process_cpu_percent) << ","
-          << cell(sample.rss_bytes) << "," << cell(sample.system_cpu_percent);
-      for (const GpuSample& gpu : sample.gpus) {
-        csv << "," << cell(gpu.utilization_percent) << "," << cell(gpu.memory_used_bytes) << ","
-            << cell(gpu.memory_total_bytes) << "," << cell(gpu.power_watts) << ","
-            << cell(gpu.temperature_celsius);
-      }
-      // Every row reaches the file at once: a crash loses no sample.
-      csv << "\n" << std::flush;
-    }
-    if (options.writer) {
-      try {
-        write_scalars(sample, index);
-      } catch (const Error& error) {
-        // The monitor runs on: the CSV and the summary still get every sample.
-        std::cerr << "tandem: warning: the monitor stops logging to TensorBoard: " << error.what()
-                  << "\n";
-        options.writer.reset();
-      }
-    }
+    options.guard->run([&] {
+      // One write(2) per row: a crash loses no sample.
+      if (csv) write_all(csv->get(), as_bytes(csv_row(sample)), options.csv_path);
+      if (options.writer) write_scalars(sample, index);
+    });
     add_to_summary(sample);
   }
 
@@ -230,14 +239,19 @@ ResourceMonitor::ResourceMonitor(ResourceMonitorOptions options)
 }
 
 ResourceMonitor::~ResourceMonitor() {
-  stop();
+  try {
+    stop();
+  } catch (const std::exception& error) {
+    std::cerr << "tandem: warning: the resource monitor did not stop cleanly: " << error.what()
+              << "\n";
+  }
 }
 
 void ResourceMonitor::start() {
   Impl& impl = *impl_;
   std::lock_guard lock(impl.mutex);
   if (impl.running) return;
-  if (!impl.csv.is_open()) impl.open_csv();
+  if (!impl.csv) impl.open_csv();
   impl.take_baseline();
   impl.stopping = false;
   impl.running = true;
@@ -256,15 +270,14 @@ void ResourceMonitor::stop() {
   std::lock_guard lock(impl.mutex);
   impl.running = false;
   impl.record(impl.take_sample());
-  if (impl.csv.is_open()) impl.csv.flush();
-  if (impl.options.writer) impl.options.writer->flush();
+  if (impl.options.writer) impl.options.guard->run([&] { impl.options.writer->flush(); });
 }
 
 ResourceSample ResourceMonitor::sample_now() {
   Impl& impl = *impl_;
   std::lock_guard lock(impl.mutex);
   if (!impl.running && impl.count == 0 && impl.previous_steady == 0.0) {
-    if (!impl.csv.is_open()) impl.open_csv();
+    if (!impl.csv) impl.open_csv();
     impl.take_baseline();
   }
   ResourceSample sample = impl.take_sample();

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <mutex>
 
@@ -78,12 +79,21 @@ Tensor image_at(const Tensor& batch, std::int64_t index) {
 struct SummaryWriter::Impl {
   std::string log_dir;
   std::unique_ptr<EventFile> file;
+  std::shared_ptr<LogGuard> guard;  // null: failures throw
+
+  // Runs `call` on the file, through the guard when there is one. Once the guard has stopped
+  // (by this writer's failure or another's), the file is abandoned: the failure was reported.
+  void on_file(const std::function<void()>& call) {
+    if (!guard) return call();
+    if (!guard->stopped()) guard->run(call);
+    if (guard->stopped()) file->abandon();
+  }
 
   void write(pb::Event& event, std::optional<double> wall_time = std::nullopt) {
     event.set_wall_time(wall_time.value_or(unix_seconds()));
     std::string serialized;
     event.SerializeToString(&serialized);
-    file->append(serialized);
+    on_file([&] { file->append(serialized); });
   }
 
   // An Event holding one Summary.Value, ready for its payload.
@@ -126,6 +136,7 @@ SummaryWriter::SummaryWriter(const std::string& log_dir, SummaryWriterOptions op
                   "; choose another --logdir or fix its permissions");
   }
   impl_->log_dir = log_dir;
+  impl_->guard = std::move(options.guard);
   impl_->file = std::make_unique<EventFile>(log_dir, options.filename_suffix, options.flush_seconds,
                                             options.max_pending_bytes);
   pb::Event header;
@@ -133,7 +144,11 @@ SummaryWriter::SummaryWriter(const std::string& log_dir, SummaryWriterOptions op
   impl_->write(header);
 }
 
-SummaryWriter::~SummaryWriter() = default;
+SummaryWriter::~SummaryWriter() {
+  // With a guard, a failed last write is reported like any other; without one, the event file's
+  // destructor warns.
+  if (impl_->guard) impl_->on_file([&] { impl_->file->close(); });
+}
 
 void SummaryWriter::add_scalar(const std::string& tag, double value, std::int64_t step,
                                std::optional<double> wall_time) {
@@ -243,11 +258,11 @@ void SummaryWriter::add_hparams_session_end(SessionStatus status) {
 }
 
 void SummaryWriter::flush() {
-  impl_->file->flush();
+  impl_->on_file([&] { impl_->file->flush(); });
 }
 
 void SummaryWriter::close() {
-  impl_->file->close();
+  impl_->on_file([&] { impl_->file->close(); });
 }
 
 const std::string& SummaryWriter::log_dir() const {

@@ -111,6 +111,9 @@ TensorBoard::TensorBoard(TensorBoardOptions options) : state_(std::make_unique<S
     throw InvalidArgument("TensorBoard: max_images must be >= 0, got " +
                           std::to_string(options.max_images));
   }
+  if (!options.writer.guard) {
+    options.writer.guard = std::make_shared<LogGuard>("the TensorBoard logs in " + options.log_dir);
+  }
   state_->run_writer = std::make_shared<SummaryWriter>(options.log_dir, options.writer);
   state_->train_writer =
       std::make_shared<SummaryWriter>(options.log_dir + "/train", options.writer);
@@ -123,13 +126,17 @@ TensorBoard::~TensorBoard() {
     try {
       state_->run_writer->add_hparams_session_end(SessionStatus::failure);
     } catch (const Error&) {
-      // The writer reports a failed write when it is destroyed.
+      // The writers' guard has reported any failed write; a destructor throws nothing.
     }
   }
 }
 
 const std::shared_ptr<SummaryWriter>& TensorBoard::run_writer() const {
   return state_->run_writer;
+}
+
+bool TensorBoard::logging() const {
+  return !state_->options.writer.guard->stopped();
 }
 
 void TensorBoard::on_train_begin(const train::Logs&) {
@@ -184,7 +191,7 @@ void TensorBoard::on_train_batch_end(std::int64_t batch, const train::Logs& logs
   }
   const std::int64_t step = state.global_step++;
   const std::int64_t every = state.options.update_freq;
-  if (every == 0 || (step + 1) % every != 0) return;
+  if (every == 0 || (step + 1) % every != 0 || !logging()) return;
   SummaryWriter& writer = *state.train_writer;
   for (const auto& [key, value] : logs)
     writer.add_scalar("batch_" + key, value, step);
@@ -202,6 +209,7 @@ void TensorBoard::on_train_batch_end(std::int64_t batch, const train::Logs& logs
 
 void TensorBoard::on_epoch_end(int epoch, const train::Logs& logs) {
   State& state = *state_;
+  if (!logging()) return;
   SummaryWriter& train_writer = *state.train_writer;
   for (const auto& [key, value] : logs) {
     if (key.starts_with(kValidationPrefix)) {

@@ -386,14 +386,5 @@ TEST(BenchReports, CompareShowsTheChangePerConfiguration) {
   expect_contains(change, "| measured | cnn fp32 b32 cuda:0 | 20000 | - | gone |");
 }
 
-TEST(BenchReports, WriteTextFileNamesAnUnwritablePath) {
-  try {
-    write_text_file("/nonexistent-folder/report.json", "{}");
-    ADD_FAILURE() << "no IoError";
-  } catch (const IoError& error) {
-    expect_contains(error.what(), "/nonexistent-folder/report.json");
-  }
-}
-
 }  // namespace
 }  // namespace tandem::bench

@@ -7,6 +7,7 @@
 #include <regex>
 #include <sstream>
 
+#include "core/files.h"
 #include "data/idx_files.h"
 #include "tandem/bench.h"
 
@@ -101,7 +102,7 @@ TEST(BenchHtml, RendersInHeadlessChromiumOffline) {
   const Report& report = measured_report();
   ScratchDir dir;
   const std::string page = dir.file("report.html");
-  write_text_file(page, to_html(report));
+  write_file_atomically(page, to_html(report));
   // Every request goes to a proxy on a closed port: the page must render without the network.
   const std::string dom = dir.file("dom.html");
   const std::string command =

@@ -2,12 +2,14 @@
 // JSON text.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
 #include "cli/cli_runner.h"
+#include "cli/commands.h"
 #include "cli/format.h"
 
 namespace tandem::cli {
@@ -202,6 +204,29 @@ TEST(Json, CheckerRejectsMalformedText) {
     EXPECT_FALSE(testing::JsonChecker(bad).valid()) << bad;
   }
   EXPECT_TRUE(testing::JsonChecker("[1, -2.5e3, \"x\", null, {\"k\": [true]}]").valid());
+}
+
+// Workers of a multi-worker run compare what decides the training; an option added to `tandem
+// train` later must say which it is, or workers that differ in it would train silently apart.
+TEST(TrainOptions, EveryOptionIsComparedAcrossWorkersOrFreeToDiffer) {
+  const std::vector<std::string> compared = training_configuration_options();
+  const std::vector<std::string>& free = per_worker_options();
+  const auto has = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  for (const OptionSpec& option : train_spec().options) {
+    if (option.name == "--help") continue;
+    EXPECT_NE(has(compared, option.name), has(free, option.name))
+        << option.name << " must be in exactly one of training_configuration (compared) and "
+        << "per_worker_options (free to differ)";
+  }
+  std::vector<std::string> options;
+  for (const OptionSpec& option : train_spec().options)
+    options.push_back(option.name);
+  for (const std::vector<std::string>* names : {&compared, &free}) {
+    for (const std::string& name : *names)
+      EXPECT_TRUE(has(options, name)) << name << " is not an option of tandem train";
+  }
 }
 
 }  // namespace

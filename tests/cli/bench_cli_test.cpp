@@ -1,8 +1,10 @@
 // `tandem bench`, run as a user runs it: a tiny matrix with an absent device, the report files,
 // compare, the price table's errors and the option checks.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "cli/cli_runner.h"
@@ -96,6 +98,39 @@ TEST(BenchCli, PriceTablesAreCheckedAndPrintable) {
   const CliResult device = run_cli({"bench", "--prices", "/dev/zero"});
   EXPECT_EQ(device.status, 1);
   expect_contains(device.err, "the price table /dev/zero: is a character device");
+}
+
+TEST(BenchCli, NothingMeasuredIsAnErrorAndAMissingPriceIsExplained) {
+  const std::vector<std::string> quick{"--model",    "mlp", "--batch-size",   "8", "--steps",   "1",
+                                       "--windows",  "1",   "--warmup-steps", "1", "--threads", "1",
+                                       "--estimate", "none"};
+  std::vector<std::string> absent{"bench", "--devices", "cuda:7"};
+  absent.insert(absent.end(), quick.begin(), quick.end());
+  const CliResult nothing = run_cli(absent);
+  EXPECT_EQ(nothing.status, 1) << nothing.err;
+  expect_contains(nothing.out, "- mlp fp32 batch 8 on cuda:7 (measured): no ");
+  expect_contains(nothing.err, "nothing was measured: every configuration asked for was skipped");
+
+  ScratchDir dir;
+  const std::string prices = dir.file("prices.toml");
+  std::ofstream(prices) << "currency = \"USD\"\n\n[device.t4]\nmatch = \"T4\"\nper_hour = 0.35\n"
+                           "source = \"a test\"\ndate = \"2026-12\"\n";
+  std::vector<std::string> unpriced{"bench", "--devices", "cpu", "--prices", prices};
+  unpriced.insert(unpriced.end(), quick.begin(), quick.end());
+  const CliResult result = run_cli(unpriced);
+  ASSERT_EQ(result.status, 0) << result.err;
+  expect_contains(result.out,
+                  "no price: no entry of the price table matches 'cpu', so its costs show as -");
+}
+
+TEST(BenchCli, OutputsAreCheckedBeforeTheRuns) {
+  ScratchDir dir;
+  const std::string fifo = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const CliResult result = run_cli({"bench", "--json", fifo});
+  EXPECT_EQ(result.status, 1);
+  expect_contains(result.err, "--json " + fifo + ": is a FIFO (named pipe)");
+  EXPECT_EQ(result.err.find("bench: mlp"), std::string::npos) << "a run started: " << result.err;
 }
 
 TEST(BenchCli, OptionsAreChecked) {

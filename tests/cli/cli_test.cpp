@@ -148,7 +148,8 @@ TEST(Cli, TruncatedDataFileIsNamed) {
   bytes.resize(bytes.size() + 1000, 7);
   write_file(images, bytes);
   expect_error({"train", "--quiet", "--data-dir", dir.path().string()}, 1,
-               {images, "expected 15680 bytes of data after the header, found 1000"});
+               {images, "declares shape (20, 28, 28), 15680 bytes of data, but only 1000 follow",
+                "cut short"});
 }
 
 TEST(Cli, BadHeaderIsNamed) {

@@ -1,10 +1,12 @@
-// The one whole-file reader (core/files.h): regular files only, refused before they are opened
-// (a FIFO would block open for ever, a device never ends), bounded, with messages that name the
-// path, what is there and what was expected.
+// The one whole-file reader and writer (core/files.h): regular files only, refused before they
+// are opened (a FIFO would block open for ever, a device never ends), bounded reads, atomic
+// writes that a full disk cannot leave half done, destinations checked before a run, with
+// messages that name the path, what is there and what was expected.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include <thread>
 
 #include "core/files.h"
+#include "support/write_fault.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -125,6 +128,92 @@ TEST(ReadWholeFile, AMissingFileNamesThePathAndTheContext) {
       [&] { read_whole_file(missing, {.context = "it was listed when the pipeline was built"}); });
   expect_contains(message,
                   {"none", "no such file", "listed when the pipeline was built", "check the path"});
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::string> names_in(const std::string& folder) {
+  std::vector<std::string> names;
+  for (const fs::directory_entry& entry : fs::directory_iterator(folder))
+    names.push_back(entry.path().filename().string());
+  return names;
+}
+
+TEST(WriteFileAtomically, AFullDiskKeepsTheOldFileAndLeavesNothingElse) {
+  Scratch scratch;
+  const std::string path = scratch.file("report.json", "the old report");
+  {
+    testing::ScopedWriteFault full({.after_bytes = 3, .error = ENOSPC});
+    const std::string message = io_error_within_seconds(
+        [&] { write_file_atomically(path, std::string_view("a new, longer report")); });
+    expect_contains(message, {"cannot write", "report.json", "ENOSPC", "the disk is full"});
+  }
+  EXPECT_EQ(slurp(path), "the old report");
+  EXPECT_EQ(names_in(scratch.path()), std::vector<std::string>{"report.json"})
+      << "a temporary file was left behind";
+  write_file_atomically(path, std::string_view("the new report"));
+  EXPECT_EQ(slurp(path), "the new report");
+}
+
+TEST(WriteFault, FailsOnlyTheWritesUnderItsPathPrefix) {
+  Scratch scratch;
+  fs::create_directories(scratch.path("logs"));
+  testing::ScopedWriteFault full(
+      {.after_bytes = 0, .error = ENOSPC, .path_prefix = scratch.path("logs")});
+  write_file_atomically(scratch.path("model.json"), std::string_view("{}"));
+  EXPECT_EQ(slurp(scratch.path("model.json")), "{}");
+  expect_contains(io_error_within_seconds([&] {
+                    write_file_atomically(scratch.path("logs/events"), std::string_view("x"));
+                  }),
+                  {"logs", "ENOSPC"});
+}
+
+TEST(RequireWritableDestination, RefusesWhatCannotBecomeTheFileOrFolder) {
+  Scratch scratch;
+  const std::string fifo = scratch.path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_contains(io_error_within_seconds(
+                      [&] { require_writable_destination(fifo, "--report", Destination::file); }),
+                  {"--report", "pipe", "a FIFO (named pipe)", "pass the path of a file"});
+  expect_contains(io_error_within_seconds([&] {
+                    require_writable_destination(scratch.path(), "--report", Destination::file);
+                  }),
+                  {"--report", "a directory"});
+  const std::string file = scratch.file("taken", "x");
+  expect_contains(io_error_within_seconds([&] {
+                    require_writable_destination(file, "--save-model", Destination::folder);
+                  }),
+                  {"--save-model", "taken", "is a file, not a folder"});
+  expect_contains(io_error_within_seconds([&] {
+                    require_writable_destination(scratch.path("none/report.json"), "--report",
+                                                 Destination::file);
+                  }),
+                  {"--report", "none/report.json", "does not exist", "create it"});
+  // Good destinations pass and leave no probe behind.
+  require_writable_destination(scratch.path("report.json"), "--report", Destination::file);
+  require_writable_destination(scratch.path("model"), "--save-model", Destination::folder);
+  EXPECT_EQ(names_in(scratch.path()).size(), 2u);  // the FIFO and "taken"
+}
+
+TEST(IsGzipFile, LooksOnlyAtRegularFiles) {
+  Scratch scratch;
+  EXPECT_TRUE(is_gzip_file(scratch.file("a.gz", std::string("\x1f\x8b\x08", 3))));
+  EXPECT_FALSE(is_gzip_file(scratch.file("plain", "IDX")));
+  EXPECT_FALSE(is_gzip_file(scratch.path("missing")));
+  const std::string fifo = scratch.path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::packaged_task<bool()> task([&] { return is_gzip_file(fifo); });
+  std::future<bool> answer = task.get_future();
+  std::thread thread(std::move(task));
+  if (answer.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    thread.detach();
+    FAIL() << "is_gzip_file blocked on a FIFO";
+  }
+  thread.join();
+  EXPECT_FALSE(answer.get());
 }
 
 }  // namespace

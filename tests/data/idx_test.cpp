@@ -5,6 +5,7 @@
 
 #include "data/idx_files.h"
 #include "tandem/data.h"
+#include "tandem/pipeline.h"
 
 namespace tandem::data {
 namespace {
@@ -98,8 +99,9 @@ TEST_P(IdxTest, ReadsFloatsBigEndian) {
 TEST_P(IdxTest, TruncatedDataSaysHowManyBytesWereExpectedAndFound) {
   const std::string path = file("short");
   write_file(path, concat(idx_header(0x08, {2, 3, 4}), Bytes(10, 1)));
-  expect_io_error([&] { read_idx(path); },
-                  {path, "expected 24 bytes of data after the header, found 10", "truncated"});
+  expect_io_error(
+      [&] { read_idx(path); },
+      {path, "declares shape (2, 3, 4), 24 bytes of data, but only 10 follow", "cut short"});
 }
 
 TEST_P(IdxTest, TruncatedHeaderIsAnError) {
@@ -113,7 +115,24 @@ TEST_P(IdxTest, TruncatedHeaderIsAnError) {
 TEST_P(IdxTest, EmptyFileIsAnError) {
   const std::string path = file("empty");
   write_file(path, {});
-  expect_io_error([&] { read_idx(path); }, {path, "too short for an IDX header"});
+  expect_io_error([&] { read_idx(path); }, {path, "is empty (0 bytes"});
+  const std::string short_path = file("three");
+  write_file(short_path, Bytes{0, 0, 8});
+  expect_io_error([&] { read_idx(short_path); }, {short_path, "too short for an IDX header"});
+}
+
+TEST_P(IdxTest, AFileOfTheOtherRoleIsNamedBeforeItsDataIsRead) {
+  // An images header (rank 3) given as labels: no "truncated" for a file that is whole.
+  const std::string images = file("images");
+  write_file(images, concat(idx_header(0x08, {2, 3, 4}), Bytes(24, 1)));
+  const std::string labels = file("labels");
+  write_file(labels, concat(idx_header(0x08, {2}), Bytes(2, 1)));
+  expect_io_error([&] { data::Pipeline::idx(labels, images); },
+                  {labels, "declares 1 dimension (2,)", "as a labels file's does",
+                   "pass the *-images-idx3-ubyte file as the images"});
+  expect_io_error([&] { data::Pipeline::idx(images, images); },
+                  {images, "declares 3 dimensions (2, 3, 4)", "as an images file's does",
+                   "a labels file has 1 (magic 0x00000801)"});
 }
 
 TEST_P(IdxTest, ExtraDataAfterTheElementsIsAnError) {
@@ -152,7 +171,8 @@ TEST_P(IdxTest, HugeDeclaredShapeReportsTruncationWithoutAllocatingIt) {
   // 2^40 bytes declared, 16 present: must fail fast with the counts, not try to allocate 1 TiB.
   const std::string path = file("huge");
   write_file(path, concat(idx_header(0x08, {1u << 20, 1u << 20}), Bytes(16, 3)));
-  expect_io_error([&] { read_idx(path); }, {path, "expected 1099511627776 bytes", "found 16"});
+  expect_io_error([&] { read_idx(path); },
+                  {path, "1099511627776 bytes of data, but only 16 follow"});
 }
 
 TEST(Idx, MissingFileAndDirectoryAreNamed) {

@@ -337,5 +337,69 @@ TEST(MultiWorker, TandemLaunchTrainsFromTheCommandLine) {
   EXPECT_EQ(json.top_level().at("batch_size"), "16");
 }
 
+// `tandem train` under mpirun, every worker with the common options and its own extra ones.
+std::string train_workers(const std::string& common, const std::vector<std::string>& own) {
+  std::string command = mpirun();
+  for (std::size_t rank = 0; rank < own.size(); ++rank) {
+    command += (rank == 0 ? " -np 1 " : " : -np 1 ") + shell_quote(TANDEM_CLI_PATH) +
+               " train --strategy multi-worker " + common + " " + own[rank];
+  }
+  return command;
+}
+
+TEST(MultiWorker, TrainWorkersStartedWithDifferentOptionsStopNamingEachOne) {
+  REQUIRE_MPIRUN();
+  ScratchDir data;
+  write_tiny_fashion_mnist(data.path(), 64, 16, 28, 28);
+  const std::string common =
+      "--model mlp --epochs 1 --batch-size 16 --threads 1 --quiet "
+      "--join-timeout 30 --collective-timeout 30 --data-dir " +
+      data.path().string();
+  struct Mismatch {
+    std::vector<std::string> own;
+    std::vector<std::string> named;
+  };
+  const std::vector<Mismatch> mismatches{
+      {{"--lr-schedule constant", "--lr-schedule cosine"},
+       {"--lr-schedule: constant on rank 0, cosine on rank 1"}},
+      {{"--precision fp32", "--precision bf16"}, {"--precision: fp32 on rank 0, bf16 on rank 1"}},
+      {{"--deterministic --seed 1", "--seed 2 --lr 0.01"},
+       {"--deterministic: true on rank 0, false on rank 1", "--seed: 1 on rank 0, 2 on rank 1",
+        "--lr: 0.001 on rank 0, 0.01 on rank 1"}},
+      // Worker-specific options may differ: only the chief writes its report and logs.
+      {{"--report " + data.file("report.json"), "--logdir " + data.file("logs")}, {}},
+  };
+  for (const Mismatch& mismatch : mismatches) {
+    SCOPED_TRACE(mismatch.own.front() + " / " + mismatch.own.back());
+    const JobResult result = run_job(train_workers(common, mismatch.own), 120);
+    if (mismatch.named.empty()) {
+      EXPECT_EQ(result.status, 0) << result.output;
+      continue;
+    }
+    EXPECT_NE(result.status, 0) << result.output;
+    expect_contains(result.output, "the workers' settings differ, so they cannot train together");
+    for (const std::string& part : mismatch.named)
+      expect_contains(result.output, part);
+    EXPECT_EQ(result.output.find("test accuracy"), std::string::npos) << "the workers trained";
+  }
+}
+
+TEST(MultiWorker, ResumingATwoWorkerRunInOneProcessNamesTheReplicaCount) {
+  REQUIRE_MPIRUN();
+  ScratchDir data;
+  write_tiny_fashion_mnist(data.path(), 64, 16, 28, 28);
+  const std::string checkpoints = data.file("checkpoints");
+  const std::string common =
+      "--model mlp --epochs 1 --batch-size 16 --threads 1 --quiet "
+      "--data-dir " +
+      data.path().string() + " --checkpoint-dir " + checkpoints;
+  const JobResult trained = run_job(train_workers(common, {"", ""}), 120);
+  ASSERT_EQ(trained.status, 0) << trained.output;
+  const CliResult resumed = run_cli({"train", "--resume", checkpoints});
+  EXPECT_NE(resumed.status, 0);
+  expect_contains(resumed.err, "the run trained on 2 replicas, this one has 1");
+  expect_contains(resumed.err, "tandem launch -n 2");
+}
+
 }  // namespace
 }  // namespace tandem::testing

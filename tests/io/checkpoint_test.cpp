@@ -7,9 +7,11 @@
 
 #include <cerrno>
 
+#include "core/files.h"
 #include "io/file_io.h"
 #include "io/io_support.h"
 #include "support/errors.h"
+#include "support/write_fault.h"
 
 namespace tandem {
 namespace {
@@ -22,11 +24,6 @@ using testing::same_bits;
 using testing::ScratchDir;
 
 constexpr int kEpochs = 3;
-
-struct FaultGuard {
-  explicit FaultGuard(io::detail::WriteFault fault) { io::detail::set_write_fault(fault); }
-  ~FaultGuard() { io::detail::set_write_fault(std::nullopt); }
-};
 
 std::vector<fs::path> checkpoint_folders(const fs::path& directory) {
   std::vector<fs::path> folders;
@@ -333,7 +330,7 @@ TEST(Checkpoint, AFullDiskKeepsThePreviousCheckpointIntact) {
     manager.wait();
     std::string message;
     {
-      FaultGuard full({.after_bytes = 2000, .error = ENOSPC});
+      testing::ScopedWriteFault full({.after_bytes = 2000, .error = ENOSPC});
       message = io_error_of([&] {
         manager.save(model, {0, 2, 2}, {}, 12, 1);
         manager.wait();

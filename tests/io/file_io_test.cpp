@@ -10,6 +10,7 @@
 #include "core/files.h"
 #include "io/file_io.h"
 #include "io/io_support.h"
+#include "support/write_fault.h"
 
 namespace tandem {
 namespace {
@@ -21,19 +22,12 @@ std::vector<std::uint8_t> bytes_of(const std::string& text) {
   return {text.begin(), text.end()};
 }
 
-// Clears an injected fault however the test ends.
-struct FaultGuard {
-  explicit FaultGuard(io::detail::WriteFault fault) { io::detail::set_write_fault(fault); }
-  ~FaultGuard() { io::detail::set_write_fault(std::nullopt); }
-};
-
 TEST(FileIo, WritingToAFullDeviceSaysTheDiskIsFull) {
   // /dev/full answers every write with ENOSPC, as a full file system does.
   const int descriptor = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
   if (descriptor < 0) GTEST_SKIP() << "SKIPPED: no /dev/full on this system";
   const std::vector<std::uint8_t> bytes(4096, 7);
-  const std::string message =
-      io_error_of([&] { io::detail::write_all(descriptor, bytes, "/dev/full"); });
+  const std::string message = io_error_of([&] { write_all(descriptor, bytes, "/dev/full"); });
   ::close(descriptor);
   EXPECT_NE(message.find("cannot write /dev/full"), std::string::npos) << message;
   EXPECT_NE(message.find("ENOSPC"), std::string::npos) << message;
@@ -43,11 +37,11 @@ TEST(FileIo, WritingToAFullDeviceSaysTheDiskIsFull) {
 TEST(FileIo, AFullDiskDuringAnAtomicWriteLeavesThePreviousFile) {
   ScratchDir scratch;
   const std::string path = scratch.file("state.json");
-  io::detail::write_file_atomically(path, bytes_of("old contents"));
+  write_file_atomically(path, bytes_of("old contents"));
   {
-    FaultGuard full({.after_bytes = 5, .error = ENOSPC});
-    const std::string message = io_error_of(
-        [&] { io::detail::write_file_atomically(path, bytes_of("new contents, longer")); });
+    testing::ScopedWriteFault full({.after_bytes = 5, .error = ENOSPC});
+    const std::string message =
+        io_error_of([&] { write_file_atomically(path, bytes_of("new contents, longer")); });
     EXPECT_NE(message.find("ENOSPC"), std::string::npos) << message;
     EXPECT_NE(message.find("state.json"), std::string::npos) << message;
   }
@@ -59,8 +53,8 @@ TEST(FileIo, AFullDiskDuringAnAtomicWriteLeavesThePreviousFile) {
 TEST(FileIo, AtomicWritesReplaceTheWholeFile) {
   ScratchDir scratch;
   const std::string path = scratch.file("f");
-  io::detail::write_file_atomically(path, bytes_of("a much longer first version"));
-  io::detail::write_file_atomically(path, bytes_of("short"));
+  write_file_atomically(path, bytes_of("a much longer first version"));
+  write_file_atomically(path, bytes_of("short"));
   const std::vector<std::uint8_t> read = read_whole_file(path);
   EXPECT_EQ(std::string(read.begin(), read.end()), "short");
 }
@@ -69,10 +63,10 @@ TEST(FileIo, ReplaceDirectorySwapsAWholeFolder) {
   ScratchDir scratch;
   const auto target = scratch.path() / "model";
   std::filesystem::create_directory(target);
-  io::detail::write_file_durably((target / "old").string(), bytes_of("1"));
+  write_file_durably((target / "old").string(), bytes_of("1"));
   const auto staged = scratch.path() / ".tmp-model";
   std::filesystem::create_directory(staged);
-  io::detail::write_file_durably((staged / "new").string(), bytes_of("2"));
+  write_file_durably((staged / "new").string(), bytes_of("2"));
   io::detail::replace_directory(staged.string(), target.string());
   EXPECT_TRUE(std::filesystem::exists(target / "new"));
   EXPECT_FALSE(std::filesystem::exists(target / "old"));

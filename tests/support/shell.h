@@ -17,6 +17,14 @@ inline std::string shell_quote(const std::string& text) {
   return quoted + "'";
 }
 
+// How many times `part` occurs in `text` (overlaps counted).
+inline std::size_t occurrences(const std::string& text, const std::string& part) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1))
+    ++count;
+  return count;
+}
+
 inline std::string slurp(const std::string& path) {
   std::ifstream in(path);
   std::ostringstream text;
