@@ -8,8 +8,11 @@ RUN_ARGS ?=
 
 all: build
 
+# The PJRT C API header and the XLA:CPU plugin come from PyPI (scripts/fetch-pjrt.sh); where the
+# index cannot be reached (status 3) the build has no XLA backend and says so.
 deps:
 	@scripts/install-deps.sh
+	@scripts/fetch-pjrt.sh || [ $$? -eq 3 ]
 
 configure: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null

@@ -22,3 +22,4 @@
 #include "tandem/tensor.h"
 #include "tandem/tfrecord.h"
 #include "tandem/train.h"
+#include "tandem/xla.h"

@@ -271,7 +271,8 @@ Report report_from_json(const std::string& text, const std::string& origin) {
 constexpr std::uint64_t kMaxReportBytes = std::uint64_t{64} << 20;
 
 Report read_report(const std::string& path) {
-  const std::vector<std::uint8_t> bytes = read_whole_file(path, {.max_bytes = kMaxReportBytes});
+  const std::vector<std::uint8_t> bytes =
+      read_whole_file(path, {.max_bytes = kMaxReportBytes, .context = {}});
   return report_from_json(std::string(bytes.begin(), bytes.end()), path);
 }
 

@@ -7,6 +7,7 @@
 #include "cli/format.h"
 #include "tandem/distribute.h"
 #include "tandem/runtime.h"
+#include "tandem/xla.h"
 
 namespace tandem::cli {
 
@@ -27,13 +28,23 @@ std::string library_line(const distribute::LibraryInfo& library) {
   return library.loaded ? library.version + " (" + library.path + ")" : library.reason;
 }
 
+// "PJRT C API 0.115, StableHLO 1.20.0": what a plugin says of itself.
+std::string plugin_versions(const xla::PluginInfo& plugin) {
+  std::string text =
+      "PJRT C API " + std::to_string(plugin.api_major) + "." + std::to_string(plugin.api_minor);
+  for (const auto& [name, value] : plugin.attributes) {
+    if (name == "stablehlo_current_version") text += ", StableHLO " + value;
+  }
+  return text;
+}
+
 std::string backend_line(const distribute::CudaInfo& cuda) {
   if (cuda.backend_available) return "the CUDA backend is built and up";
   return cuda.backend_reason;
 }
 
 void print_text(const distribute::CpuInfo& cpu, const distribute::DeviceInventory& inventory,
-                const distribute::StrategyChoice& choice) {
+                const xla::PlatformStatus& xla_cpu, const distribute::StrategyChoice& choice) {
   std::string available;
   std::string missing;
   for (const distribute::IsaFeature& feature : cpu.features) {
@@ -74,6 +85,18 @@ void print_text(const distribute::CpuInfo& cpu, const distribute::DeviceInventor
               << "\n";
   }
 
+  if (xla_cpu.usable) {
+    std::string names;
+    for (const xla::DeviceInfo& device : xla_cpu.devices)
+      names += " " + device.description;
+    std::cout << "xla-cpu " << plural(static_cast<std::int64_t>(xla_cpu.devices.size()), "device")
+              << " of XLA:CPU through PJRT:" << names << "\n"
+              << "  plugin     " << xla_cpu.plugin.path << ", " << plugin_versions(xla_cpu.plugin)
+              << "\n";
+  } else {
+    std::cout << "xla-cpu none: " << xla_cpu.reason << "\n";
+  }
+
   std::cout << "strategy auto: ";
   for (const std::string& line : choice.log) {
     if (line.starts_with("chose ")) std::cout << line.substr(6) << "\n";
@@ -91,7 +114,7 @@ nlohmann::ordered_json library_json(const distribute::LibraryInfo& library) {
 }
 
 void print_json(const distribute::CpuInfo& cpu, const distribute::DeviceInventory& inventory,
-                const distribute::StrategyChoice& choice) {
+                const xla::PlatformStatus& xla_cpu, const distribute::StrategyChoice& choice) {
   nlohmann::ordered_json isa = nlohmann::ordered_json::object();
   for (const distribute::IsaFeature& feature : cpu.features)
     isa[feature.name] = feature.available;
@@ -132,6 +155,17 @@ void print_json(const distribute::CpuInfo& cpu, const distribute::DeviceInventor
       {"usable", tpu.usable()}, {"plugin", library_json(tpu.plugin)}, {"searched", tpu.searched},
       {"chips", chips},         {"backend_built", tpu.backend_built}, {"reason", tpu.reason}};
 
+  nlohmann::ordered_json xla_devices = nlohmann::ordered_json::array();
+  for (const xla::DeviceInfo& device : xla_cpu.devices)
+    xla_devices.push_back({{"id", device.id}, {"kind", device.kind}, {"name", device.description}});
+  const nlohmann::ordered_json xla_json{
+      {"usable", xla_cpu.usable},
+      {"reason", xla_cpu.reason},
+      {"plugin", xla_cpu.plugin.path},
+      {"versions", xla_cpu.usable ? plugin_versions(xla_cpu.plugin) : std::string()},
+      {"platform", xla_cpu.platform},
+      {"devices", xla_devices}};
+
   std::vector<std::string> devices;
   for (const Device& device : choice.devices)
     devices.push_back(device.str());
@@ -149,6 +183,7 @@ void print_json(const distribute::CpuInfo& cpu, const distribute::DeviceInventor
       {"nccl", library_json(inventory.nccl)},
       {"cudnn", library_json(inventory.cudnn)},
       {"tpu", tpu_json},
+      {"xla_cpu", xla_json},
       {"strategy_auto", strategy}};
   std::cout << json_text(report) << "\n";
 }
@@ -176,8 +211,9 @@ const CommandSpec& devices_spec() {
       "can use, memory, the oneDNN version and the ISA it dispatches to); the NVIDIA GPUs (name,\n"
       "memory, compute capability, driver and runtime versions, through the CUDA runtime and\n"
       "driver loaded at run time) and NCCL; TPUs (a PJRT plugin such as libtpu.so, found on the\n"
-      "search path or through TANDEM_PJRT_PLUGIN, and Google's PCI vendor id); each with the\n"
-      "reason when absent; and the strategy `tandem train --strategy auto` would choose.",
+      "search path or through TANDEM_PJRT_PLUGIN, and Google's PCI vendor id); XLA:CPU's devices\n"
+      "through the PJRT plugin scripts/fetch-pjrt.sh fetches; each with the reason when absent;\n"
+      "and the strategy `tandem train --strategy auto` would choose.",
       devices_options().specs(),
       /*takes_command=*/false,
       /*operands=*/"",
@@ -190,10 +226,11 @@ int run_devices(const ParsedArgs& args) {
   const distribute::DeviceInventory inventory = distribute::discover_devices();
   const distribute::StrategyChoice choice =
       distribute::choose_strategy(inventory, distribute::launched_processes());
+  const xla::PlatformStatus xla_cpu = xla::cpu_platform_status();
   if (devices_options().read(args).json) {
-    print_json(cpu, inventory, choice);
+    print_json(cpu, inventory, xla_cpu, choice);
   } else {
-    print_text(cpu, inventory, choice);
+    print_text(cpu, inventory, xla_cpu, choice);
   }
   return 0;
 }

@@ -20,8 +20,17 @@ TEST(DevicesCommand, JsonCarriesEveryDeviceKindAndTheAutoChoice) {
   JsonChecker json(result.out);
   ASSERT_TRUE(json.valid()) << result.out;
   for (const char* key : {"cpu", "gpus", "gpu_backend_built", "gpu_status", "cuda", "nccl", "cudnn",
-                          "tpu", "strategy_auto"}) {
+                          "tpu", "xla_cpu", "strategy_auto"}) {
     EXPECT_EQ(json.top_level().count(key), 1u) << key;
+  }
+  // XLA:CPU: its devices through the fetched plugin, or why not.
+  const std::string& xla_cpu = json.top_level().at("xla_cpu");
+  if (xla_cpu.find("\"usable\": true") != std::string::npos) {
+    expect_contains(xla_cpu, "\"platform\": \"cpu\"");
+    expect_contains(xla_cpu, "\"name\": \"cpu:0\"");
+    expect_contains(xla_cpu, "PJRT C API 0.");
+  } else {
+    expect_contains(xla_cpu, "scripts/fetch-pjrt.sh");
   }
   expect_contains(json.top_level().at("cuda"), "\"runtime_version\"");
   expect_contains(json.top_level().at("tpu"), "\"searched\"");

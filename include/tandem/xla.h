@@ -1,0 +1,149 @@
+#pragma once
+// XLA through PJRT: a client of a PJRT plugin (XLA:CPU, XLA:GPU, Cloud TPU's libtpu), loaded at
+// run time with dlopen and driven through the PJRT C API. StableHLO (MLIR text) goes in,
+// executables come out and run on the plugin's devices, arrays move between Tandem tensors and
+// device buffers. Every PJRT error becomes a PjrtError naming the plugin, the call and, for a
+// compile error, the StableHLO line.
+//
+//   xla::Client client(xla::fetched_cpu_plugin(), {{"cpu_device_count", std::int64_t{2}}});
+//   xla::Executable add = client.compile(module_text);
+//   std::vector<xla::Buffer> out = add.execute({&client.to_device(a), &client.to_device(b)});
+//   Tensor sum = out[0].to_host();
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "tandem/error.h"
+#include "tandem/tensor.h"
+
+namespace tandem::xla {
+
+// A PJRT call that failed, or a plugin that cannot be used.
+class PjrtError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Whether this build has the XLA backend (the PJRT C API header was there when it was built),
+// the header's API version, and why not.
+struct BuildInfo {
+  bool built = false;
+  int header_api_major = 0;
+  int header_api_minor = 0;
+  std::string reason;  // when not built
+};
+const BuildInfo& build_info();
+
+// The XLA:CPU plugin scripts/fetch-pjrt.sh put beside the build, or "" when it is not there.
+std::string fetched_cpu_plugin();
+
+struct PluginInfo {
+  std::string path;
+  int api_major = 0;
+  int api_minor = 0;
+  // The plugin's attributes as text: xla_version, stablehlo_current_version, ...
+  std::vector<std::pair<std::string, std::string>> attributes;
+};
+
+struct DeviceInfo {
+  int id = 0;
+  std::string kind;         // "cpu", "TPU v5 lite", "NVIDIA H100 80GB HBM3"
+  std::string description;  // the plugin's debug string, e.g. "cpu:0"
+};
+
+// What XLA compiles a program for: replicas (data parallel copies) and the device of each.
+struct CompileOptions {
+  std::int64_t num_replicas = 1;
+  std::int64_t num_partitions = 1;
+  // The device id of each replica (size num_replicas); empty lets the plugin choose.
+  std::vector<std::int64_t> replica_device_ids;
+};
+// The options as the bytes of an xla.CompileOptionsProto (never empty: empty options make XLA
+// abort the process). Throws InvalidArgument for counts below 1 or a device list of the wrong
+// length.
+std::string serialize_compile_options(const CompileOptions& options);
+
+// A platform as `tandem devices` shows it: its plugin loaded and asked for its devices, or why
+// that failed.
+struct PlatformStatus {
+  bool usable = false;
+  std::string reason;  // when not usable
+  PluginInfo plugin;
+  std::string platform;
+  std::vector<DeviceInfo> devices;
+};
+// XLA:CPU through the fetched plugin.
+PlatformStatus cpu_platform_status();
+
+class Client;
+
+// An array on one of a client's devices. Copies share it; it is freed with the last.
+class Buffer {
+ public:
+  Tensor to_host() const;
+  const Shape& shape() const;
+  DType dtype() const;
+  int device() const;  // the device's index in Client::devices()
+
+  struct Impl;
+
+ private:
+  friend class Client;
+  friend class Executable;
+  explicit Buffer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
+// A compiled program, loaded on the client's devices.
+class Executable {
+ public:
+  std::size_t num_outputs() const;
+  // Runs on the one device the program was compiled for; the outputs stay on it.
+  std::vector<Buffer> execute(const std::vector<const Buffer*>& arguments) const;
+  // Runs every replica at once: one argument list per replica device, in the order of
+  // CompileOptions::replica_device_ids; the outputs per replica.
+  std::vector<std::vector<Buffer>> execute_replicas(
+      const std::vector<std::vector<const Buffer*>>& arguments) const;
+
+  struct Impl;
+
+ private:
+  friend class Client;
+  explicit Executable(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
+class Client {
+ public:
+  // A client option of the plugin's, e.g. {"cpu_device_count", std::int64_t{4}} for XLA:CPU.
+  using Option = std::pair<std::string, std::variant<std::int64_t, bool, std::string>>;
+
+  // Loads the plugin at `plugin_path` (once per process: plugins are never unloaded), checks
+  // its API version against the header Tandem was built with, initialises it and creates a
+  // client. Throws PjrtError naming the path and the fix.
+  explicit Client(const std::string& plugin_path, const std::vector<Option>& options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const PluginInfo& plugin() const;
+  const std::string& platform() const;          // "cpu", "cuda", "tpu"
+  const std::string& platform_version() const;  // as the plugin says it
+  const std::vector<DeviceInfo>& devices() const;
+
+  // Compiles StableHLO given as MLIR text. A program XLA rejects is a PjrtError with the
+  // plugin's message and the line of `mlir` it points at.
+  Executable compile(const std::string& mlir, const CompileOptions& options = {}) const;
+  // Copies a CPU tensor to device `device` (an index into devices()).
+  Buffer to_device(const Tensor& host, int device = 0) const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::xla
