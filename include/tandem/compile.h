@@ -55,6 +55,14 @@ class CompiledStep {
   const CompiledStepStats& stats() const;
   // The nodes after the passes, one per line with shapes, and the memory plan.
   std::string listing() const;
+  // The graph as one StableHLO module, for an XLA backend to compile: @main takes the step's
+  // inputs followed by `captured` (the weights and other tensors the trace read) and returns the
+  // step's results. Throws InvalidArgument naming an op that has no lowering rule yet.
+  struct Stablehlo {
+    std::string module;
+    std::vector<Tensor> captured;
+  };
+  Stablehlo lower_to_stablehlo() const;
 
   struct Impl;
   explicit CompiledStep(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "compile/passes.h"
+#include "compile/stablehlo_module.h"
 #include "compile/tracer.h"
 #include "core/tensor_copy.h"
 #include "ops/backend.h"
@@ -325,6 +326,15 @@ const std::string& CompiledStep::name() const {
 
 const CompiledStepStats& CompiledStep::stats() const {
   return impl_->stats;
+}
+
+CompiledStep::Stablehlo CompiledStep::lower_to_stablehlo() const {
+  const Graph& graph = impl_->graph;
+  compile::LoweredGraph lowered = compile::lower_graph(graph);
+  Stablehlo program{std::move(lowered.module), {}};
+  for (std::size_t i = graph.inputs.size(); i < lowered.arguments.size(); ++i)
+    program.captured.push_back(graph.values[static_cast<std::size_t>(lowered.arguments[i])].tensor);
+  return program;
 }
 
 std::string CompiledStep::listing() const {

@@ -2,6 +2,7 @@
 // with NumPy broadcasting, comparisons and select. Forward wrappers, definitions and gradient
 // rules side by side.
 #include <cmath>
+#include <numbers>
 
 #include "ops/op_attrs.h"
 #include "ops/op_table.h"
@@ -183,42 +184,218 @@ Tensor binary(OpKind kind, const Tensor& a, const Tensor& b) {
   return first(call_op(kind, {a, b}));
 }
 
+// ---- StableHLO ----
+
+// The constants of the GELU formulas, as the CPU kernels compute them.
+const double kGeluTanhScale = std::numbers::sqrt2 / std::sqrt(std::numbers::pi);  // sqrt(2/pi)
+const double kInverseSqrtTwo = 1.0 / std::numbers::sqrt2;
+const double kInverseSqrtTwoPi = 1.0 / std::sqrt(2.0 * std::numbers::pi);
+
+using Lowered = std::vector<StablehloValue>;
+using LoweredInputs = std::span<const StablehloValue>;
+using LoweredOutputs = std::span<const TensorMeta>;
+
+template <StablehloName Op>
+Lowered lower_unary(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out, const Attrs&) {
+  return {emit.elementwise(Op.text, {in[0]}, out[0].dtype)};
+}
+
+// Both operands broadcast to the output's shape first: StableHLO does not broadcast implicitly.
+template <StablehloName Op>
+Lowered lower_binary(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out, const Attrs&) {
+  const Shape& shape = out[0].shape;
+  return {emit.elementwise(Op.text, {emit.broadcast(in[0], shape), emit.broadcast(in[1], shape)},
+                           out[0].dtype)};
+}
+
+// How stablehlo.compare orders the dtype's values.
+const char* comparison_type(DType dtype) {
+  if (is_floating(dtype)) return "FLOAT";
+  return dtype == DType::u8 || dtype == DType::boolean ? "UNSIGNED" : "SIGNED";
+}
+
+template <StablehloName Direction>
+Lowered lower_comparison(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
+                         const Attrs&) {
+  const Shape& shape = out[0].shape;
+  return {emit.elementwise(
+      "stablehlo.compare", {emit.broadcast(in[0], shape), emit.broadcast(in[1], shape)},
+      DType::boolean,
+      std::string("comparison_direction = #stablehlo<comparison_direction ") + Direction.text +
+          ">, compare_type = #stablehlo<comparison_type " + comparison_type(in[0].dtype) + ">")};
+}
+
+StablehloValue greater_than_zero(StablehloEmitter& emit, const StablehloValue& x) {
+  return emit.elementwise("stablehlo.compare", {x, emit.constant(0.0, x.shape, x.dtype)},
+                          DType::boolean,
+                          std::string("comparison_direction = #stablehlo<comparison_direction GT>, "
+                                      "compare_type = #stablehlo<comparison_type ") +
+                              comparison_type(x.dtype) + ">");
+}
+
+Lowered lower_square(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out, const Attrs&) {
+  return {emit.elementwise("stablehlo.multiply", {in[0], in[0]}, out[0].dtype)};
+}
+
+Lowered lower_relu(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out, const Attrs&) {
+  const StablehloValue zero = emit.constant(0.0, in[0].shape, in[0].dtype);
+  return {emit.elementwise("stablehlo.maximum", {in[0], zero}, out[0].dtype)};
+}
+
+// x * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2, or x * (1 + erf(x / sqrt(2))) / 2: the
+// formulas of the CPU kernels.
+Lowered lower_gelu(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs, const Attrs& attrs) {
+  const StablehloValue& x = in[0];
+  const auto constant = [&](double value) { return emit.constant(value, x.shape, x.dtype); };
+  const auto op = [&](const char* name, const StablehloValue& a, const StablehloValue& b) {
+    return emit.elementwise(name, {a, b}, x.dtype);
+  };
+  StablehloValue curve;
+  if (op_attrs<OpKind::gelu>(attrs).approximate) {
+    const StablehloValue cube = op("stablehlo.multiply", op("stablehlo.multiply", x, x), x);
+    const StablehloValue inner =
+        op("stablehlo.multiply", constant(kGeluTanhScale),
+           op("stablehlo.add", x, op("stablehlo.multiply", constant(0.044715), cube)));
+    curve = emit.elementwise("stablehlo.tanh", {inner}, x.dtype);
+  } else {
+    curve = emit.elementwise("chlo.erf", {op("stablehlo.multiply", x, constant(kInverseSqrtTwo))},
+                             x.dtype);
+  }
+  const StablehloValue half_x = op("stablehlo.multiply", constant(0.5), x);
+  return {op("stablehlo.multiply", half_x, op("stablehlo.add", constant(1.0), curve))};
+}
+
+// dy where y > 0 (y = relu(x)), else 0.
+Lowered lower_relu_backward(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
+                            const Attrs&) {
+  const StablehloValue zero = emit.constant(0.0, in[0].shape, in[0].dtype);
+  return {emit.elementwise("stablehlo.select", {greater_than_zero(emit, in[1]), in[0], zero},
+                           out[0].dtype)};
+}
+
+// dy * y * (1 - y) for y = sigmoid(x); dy * (1 - y^2) for y = tanh(x).
+template <bool kTanh>
+Lowered lower_saturating_backward(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
+                                  const Attrs&) {
+  const StablehloValue& dy = in[0];
+  const StablehloValue& y = in[1];
+  const auto op = [&](const char* name, const StablehloValue& a, const StablehloValue& b) {
+    return emit.elementwise(name, {a, b}, out[0].dtype);
+  };
+  const StablehloValue one = emit.constant(1.0, y.shape, y.dtype);
+  const StablehloValue slope = kTanh
+                                   ? op("stablehlo.subtract", one, op("stablehlo.multiply", y, y))
+                                   : op("stablehlo.multiply", y, op("stablehlo.subtract", one, y));
+  return {op("stablehlo.multiply", dy, slope)};
+}
+
+// dy * gelu'(x), the derivative of either formula of lower_gelu.
+Lowered lower_gelu_backward(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
+                            const Attrs& attrs) {
+  const StablehloValue& dy = in[0];
+  const StablehloValue& x = in[1];
+  const auto constant = [&](double value) { return emit.constant(value, x.shape, x.dtype); };
+  const auto op = [&](const char* name, const StablehloValue& a, const StablehloValue& b) {
+    return emit.elementwise(name, {a, b}, x.dtype);
+  };
+  const StablehloValue x2 = op("stablehlo.multiply", x, x);
+  StablehloValue slope;
+  if (op_attrs<OpKind::gelu_backward>(attrs).approximate) {
+    const StablehloValue inner =
+        op("stablehlo.multiply", constant(kGeluTanhScale),
+           op("stablehlo.add", x,
+              op("stablehlo.multiply", constant(0.044715), op("stablehlo.multiply", x2, x))));
+    const StablehloValue t = emit.elementwise("stablehlo.tanh", {inner}, x.dtype);
+    const StablehloValue left =
+        op("stablehlo.multiply", constant(0.5), op("stablehlo.add", constant(1.0), t));
+    const StablehloValue sech2 =
+        op("stablehlo.subtract", constant(1.0), op("stablehlo.multiply", t, t));
+    const StablehloValue inner_slope = op(
+        "stablehlo.multiply", constant(kGeluTanhScale),
+        op("stablehlo.add", constant(1.0), op("stablehlo.multiply", constant(3 * 0.044715), x2)));
+    const StablehloValue right =
+        op("stablehlo.multiply", op("stablehlo.multiply", constant(0.5), x),
+           op("stablehlo.multiply", sech2, inner_slope));
+    slope = op("stablehlo.add", left, right);
+  } else {
+    const StablehloValue erf = emit.elementwise(
+        "chlo.erf", {op("stablehlo.multiply", x, constant(kInverseSqrtTwo))}, x.dtype);
+    const StablehloValue cdf =
+        op("stablehlo.multiply", constant(0.5), op("stablehlo.add", constant(1.0), erf));
+    const StablehloValue gauss = emit.elementwise(
+        "stablehlo.exponential", {op("stablehlo.multiply", constant(-0.5), x2)}, x.dtype);
+    const StablehloValue pdf = op("stablehlo.multiply", constant(kInverseSqrtTwoPi), gauss);
+    slope = op("stablehlo.add", cdf, op("stablehlo.multiply", x, pdf));
+  }
+  return {emit.elementwise("stablehlo.multiply", {dy, slope}, out[0].dtype)};
+}
+
+// where(condition, a, b), every operand broadcast to the output's shape.
+Lowered lower_select(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out, const Attrs&) {
+  const Shape& shape = out[0].shape;
+  return {emit.elementwise(
+      "stablehlo.select",
+      {emit.broadcast(in[0], shape), emit.broadcast(in[1], shape), emit.broadcast(in[2], shape)},
+      out[0].dtype)};
+}
+
 }  // namespace
 
 std::vector<OpDef> define_elementwise_ops() {
   using K = OpKind;
   return op_family<k_elementwise_ops>(
-      OpRules<K::neg>{1, 1, infer_unary, grad_neg, cost_per_element<1>},
-      OpRules<K::abs>{1, 1, infer_unary, grad_abs, cost_per_element<1>},
-      OpRules<K::sign>{1, 1, infer_unary, grad_sign, cost_per_element<1>},
-      OpRules<K::exp>{1, 1, infer_unary_floating, grad_exp, cost_per_element<1>},
-      OpRules<K::log>{1, 1, infer_unary_floating, grad_log, cost_per_element<1>},
-      OpRules<K::sqrt>{1, 1, infer_unary_floating, grad_sqrt, cost_per_element<1>},
-      OpRules<K::rsqrt>{1, 1, infer_unary_floating, grad_rsqrt, cost_per_element<2>},
-      OpRules<K::square>{1, 1, infer_unary, grad_square, cost_per_element<1>},
-      OpRules<K::relu>{1, 1, infer_unary, grad_relu, cost_per_element<1>},
-      OpRules<K::gelu>{1, 1, infer_unary_floating, grad_gelu, cost_per_element<8>},
-      OpRules<K::sigmoid>{1, 1, infer_unary_floating, grad_sigmoid, cost_per_element<4>},
-      OpRules<K::tanh>{1, 1, infer_unary_floating, grad_tanh, cost_per_element<4>},
-      OpRules<K::relu_backward>{2, 2, infer_unary_backward, grad_relu_backward,
-                                cost_per_element<1>},
-      OpRules<K::gelu_backward>{2, 2, infer_unary_backward, nullptr, cost_per_element<12>},
+      OpRules<K::neg>{1, 1, infer_unary, grad_neg, cost_per_element<1>,
+                      lower_unary<"stablehlo.negate">},
+      OpRules<K::abs>{1, 1, infer_unary, grad_abs, cost_per_element<1>,
+                      lower_unary<"stablehlo.abs">},
+      OpRules<K::sign>{1, 1, infer_unary, grad_sign, cost_per_element<1>,
+                       lower_unary<"stablehlo.sign">},
+      OpRules<K::exp>{1, 1, infer_unary_floating, grad_exp, cost_per_element<1>,
+                      lower_unary<"stablehlo.exponential">},
+      OpRules<K::log>{1, 1, infer_unary_floating, grad_log, cost_per_element<1>,
+                      lower_unary<"stablehlo.log">},
+      OpRules<K::sqrt>{1, 1, infer_unary_floating, grad_sqrt, cost_per_element<1>,
+                       lower_unary<"stablehlo.sqrt">},
+      OpRules<K::rsqrt>{1, 1, infer_unary_floating, grad_rsqrt, cost_per_element<2>,
+                        lower_unary<"stablehlo.rsqrt">},
+      OpRules<K::square>{1, 1, infer_unary, grad_square, cost_per_element<1>, lower_square},
+      OpRules<K::relu>{1, 1, infer_unary, grad_relu, cost_per_element<1>, lower_relu},
+      OpRules<K::gelu>{1, 1, infer_unary_floating, grad_gelu, cost_per_element<8>, lower_gelu},
+      OpRules<K::sigmoid>{1, 1, infer_unary_floating, grad_sigmoid, cost_per_element<4>,
+                          lower_unary<"stablehlo.logistic">},
+      OpRules<K::tanh>{1, 1, infer_unary_floating, grad_tanh, cost_per_element<4>,
+                       lower_unary<"stablehlo.tanh">},
+      OpRules<K::relu_backward>{2, 2, infer_unary_backward, grad_relu_backward, cost_per_element<1>,
+                                lower_relu_backward},
+      OpRules<K::gelu_backward>{2, 2, infer_unary_backward, nullptr, cost_per_element<12>,
+                                lower_gelu_backward},
       OpRules<K::sigmoid_backward>{2, 2, infer_unary_backward, grad_sigmoid_backward,
-                                   cost_per_element<3>},
-      OpRules<K::tanh_backward>{2, 2, infer_unary_backward, grad_tanh_backward,
-                                cost_per_element<3>},
-      OpRules<K::add>{2, 2, infer_binary, grad_add, cost_per_element<1>},
-      OpRules<K::sub>{2, 2, infer_binary, grad_sub, cost_per_element<1>},
-      OpRules<K::mul>{2, 2, infer_binary, grad_mul, cost_per_element<1>},
-      OpRules<K::div>{2, 2, infer_binary, grad_div, cost_per_element<1>},
-      OpRules<K::maximum>{2, 2, infer_binary, grad_maximum, cost_per_element<1>},
-      OpRules<K::minimum>{2, 2, infer_binary, grad_minimum, cost_per_element<1>},
-      OpRules<K::pow>{2, 2, infer_binary, grad_pow, cost_per_element<10>},
-      OpRules<K::equal>{2, 2, infer_comparison, nullptr, cost_per_element<1>},
-      OpRules<K::greater>{2, 2, infer_comparison, nullptr, cost_per_element<1>},
-      OpRules<K::greater_equal>{2, 2, infer_comparison, nullptr, cost_per_element<1>},
-      OpRules<K::less>{2, 2, infer_comparison, nullptr, cost_per_element<1>},
-      OpRules<K::select>{3, 3, infer_select, grad_select, cost_per_element<1>});
+                                   cost_per_element<3>, lower_saturating_backward<false>},
+      OpRules<K::tanh_backward>{2, 2, infer_unary_backward, grad_tanh_backward, cost_per_element<3>,
+                                lower_saturating_backward<true>},
+      OpRules<K::add>{2, 2, infer_binary, grad_add, cost_per_element<1>,
+                      lower_binary<"stablehlo.add">},
+      OpRules<K::sub>{2, 2, infer_binary, grad_sub, cost_per_element<1>,
+                      lower_binary<"stablehlo.subtract">},
+      OpRules<K::mul>{2, 2, infer_binary, grad_mul, cost_per_element<1>,
+                      lower_binary<"stablehlo.multiply">},
+      OpRules<K::div>{2, 2, infer_binary, grad_div, cost_per_element<1>,
+                      lower_binary<"stablehlo.divide">},
+      OpRules<K::maximum>{2, 2, infer_binary, grad_maximum, cost_per_element<1>,
+                          lower_binary<"stablehlo.maximum">},
+      OpRules<K::minimum>{2, 2, infer_binary, grad_minimum, cost_per_element<1>,
+                          lower_binary<"stablehlo.minimum">},
+      OpRules<K::pow>{2, 2, infer_binary, grad_pow, cost_per_element<10>,
+                      lower_binary<"stablehlo.power">},
+      OpRules<K::equal>{2, 2, infer_comparison, nullptr, cost_per_element<1>,
+                        lower_comparison<"EQ">},
+      OpRules<K::greater>{2, 2, infer_comparison, nullptr, cost_per_element<1>,
+                          lower_comparison<"GT">},
+      OpRules<K::greater_equal>{2, 2, infer_comparison, nullptr, cost_per_element<1>,
+                                lower_comparison<"GE">},
+      OpRules<K::less>{2, 2, infer_comparison, nullptr, cost_per_element<1>,
+                       lower_comparison<"LT">},
+      OpRules<K::select>{3, 3, infer_select, grad_select, cost_per_element<1>, lower_select});
 }
 
 Tensor neg(const Tensor& x) {

@@ -168,7 +168,7 @@ std::vector<Tensor> grad_cast(const GradContext& c) {
 std::vector<OpDef> define_layout_ops() {
   using K = OpKind;
   return op_family<k_layout_ops>(
-      OpRules<K::reshape>{1, 1, infer_reshape, grad_reshape, no_cost, {0}},
+      OpRules<K::reshape>{1, 1, infer_reshape, grad_reshape, no_cost, nullptr, {0}},
       OpRules<K::transpose>{1, 1, infer_transpose, grad_transpose, copy_cost},
       OpRules<K::concat>{1, -1, infer_concat, grad_concat, copy_cost},
       OpRules<K::slice>{1, 1, infer_slice, grad_slice, copy_cost},

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "ops/stablehlo.h"
 #include "tandem/ops.h"
 
 namespace tandem {
@@ -57,6 +58,7 @@ struct OpDef {
   InferFn infer = nullptr;
   GradientFn gradient = nullptr;  // nullptr: not differentiable
   CostFn cost = nullptr;          // nullptr: no FLOPs, bytes = inputs + outputs
+  LowerFn lower = nullptr;        // StableHLO (ops/stablehlo.h); nullptr: not lowered yet
   // Per output: the input whose storage it shares (reshape views, in-place updates), or -1.
   std::vector<int> output_aliases;
   // Whether the op writes the inputs its outputs alias (the optimizer updates), rather than
@@ -81,6 +83,7 @@ struct OpRules {
   InferFn infer = nullptr;
   GradientFn gradient = nullptr;  // nullptr: not differentiable
   CostFn cost = nullptr;          // nullptr: no FLOPs, bytes = inputs + outputs
+  LowerFn lower = nullptr;        // see OpDef
   // Per output: the input whose storage it shares (reshape views, in-place updates), or -1.
   std::vector<int> output_aliases = {};
   bool writes_aliased_inputs = false;  // see OpDef
@@ -103,7 +106,7 @@ std::vector<OpDef> op_family(OpRules<Kinds>... rules) {
   static_assert(std::ranges::equal(given, Family),
                 "a family file's ops differ from its list in tandem/ops.h, or are out of order");
   return {OpDef{Kinds, op_name(Kinds), rules.min_inputs, rules.max_inputs, rules.infer,
-                rules.gradient, rules.cost, std::move(rules.output_aliases),
+                rules.gradient, rules.cost, rules.lower, std::move(rules.output_aliases),
                 rules.writes_aliased_inputs}...};
 }
 

@@ -14,6 +14,7 @@
 #include "ops/harness/finite_difference.h"
 #include "tandem/compile.h"
 #include "tandem/cuda.h"
+#include "tandem/xla.h"
 
 namespace tandem::harness {
 
@@ -329,6 +330,79 @@ void run_traced(const OpCase& c, const Options& options, Report& report) {
   }
 }
 
+// ---- xla ----
+
+// The case as a one-op compiled step lowered to StableHLO (each op's lowering rule) and run by
+// XLA:CPU, the PJRT plugin scripts/fetch-pjrt.sh fetches, against the eager CPU call in f32.
+// XLA's math routines (exp, tanh, erf, ...) are not the CPU backend's, so the outputs agree to
+// the f32 tolerance, not bit for bit.
+bool xla_applies(const OpCase& c) {
+  return op_def(c.op).lower != nullptr;
+}
+
+// Why the xla mode cannot run here, or "".
+std::string xla_unavailable() {
+  if (!xla::build_info().built) return xla::build_info().reason;
+  if (xla::fetched_cpu_plugin().empty()) {
+    return "no XLA:CPU plugin: run scripts/fetch-pjrt.sh (it needs the package index)";
+  }
+  return "";
+}
+
+const xla::Client& xla_cpu_client() {
+  static const xla::Client client(xla::fetched_cpu_plugin());
+  return client;
+}
+
+void run_xla(const OpCase& c, const Options& options, Report& report) {
+  if (const std::string why = xla_unavailable(); !why.empty()) {
+    report.skips.push_back(c.label() + " on XLA:CPU: " + why);
+    return;
+  }
+  InputMaker maker(DType::f32, options.size.value_or(Size::medium));
+  const Instance instance = c.make(maker);
+  const Outputs expected = instance.run(instance.inputs);
+  CompiledStep step = trace_step(
+      c.label(), [&](const std::vector<Tensor>& symbolic) { return instance.run(symbolic); },
+      instance.inputs);
+  const CompiledStep::Stablehlo program = step.lower_to_stablehlo();
+  const xla::Client& client = xla_cpu_client();
+  const xla::Executable executable = client.compile(program.module);
+  std::vector<xla::Buffer> arguments;
+  for (const std::vector<Tensor>* tensors : {&instance.inputs, &program.captured}) {
+    for (const Tensor& tensor : *tensors)
+      arguments.push_back(client.to_device(tensor.to(Device::cpu())));
+  }
+  std::vector<const xla::Buffer*> pointers;
+  for (const xla::Buffer& argument : arguments)
+    pointers.push_back(&argument);
+  const std::vector<xla::Buffer> results = executable.execute(pointers);
+  std::vector<Tensor> actual;
+  for (const xla::Buffer& result : results)
+    actual.push_back(result.to_host());
+  std::string mismatch;
+  if (actual.size() != expected.size()) {
+    mismatch =
+        std::to_string(actual.size()) + " outputs, eagerly " + std::to_string(expected.size());
+  }
+  for (std::size_t i = 0; mismatch.empty() && i < actual.size(); ++i) {
+    if (actual[i].shape() != expected[i].shape() || actual[i].dtype() != expected[i].dtype()) {
+      mismatch = "output " + std::to_string(i) + " is " + shape_str(actual[i].shape()) + " " +
+                 dtype_name(actual[i].dtype()) + ", eagerly " + shape_str(expected[i].shape()) +
+                 " " + dtype_name(expected[i].dtype());
+    }
+  }
+  const double tolerance = tolerance_for({DType::f32}).outputs;
+  const double error = mismatch.empty() ? largest_error(actual, expected) : 0.0;
+  if (mismatch.empty() && !(error <= tolerance)) {  // NaN fails too
+    mismatch = "error " + std::to_string(error) + " above " + std::to_string(tolerance);
+  }
+  if (!mismatch.empty()) {
+    report.failures.push_back(c.label() + " xla: " + mismatch + ", inputs " +
+                              shapes_of(instance.inputs) + seed_note() + "\n" + program.module);
+  }
+}
+
 // ---- perf ----
 
 class CostCounter final : public OpObserver {
@@ -417,6 +491,8 @@ const std::vector<ModeDef>& modes() {
        Size::large, always, run_perf},
       {Mode::traced, "traced", "the case as a one-op compiled step against eager, bit for bit",
        Size::medium, always, run_traced},
+      {Mode::xla, "xla", "the case lowered to StableHLO and run by XLA:CPU against eager",
+       Size::medium, xla_applies, run_xla},
   };
   return table;
 }

@@ -13,6 +13,9 @@
 // The tests (tests/ops/op_harness_test.cpp, tests/backend/op_harness_backends_test.cpp) and
 //   traced    every case as a one-op compiled step (tandem/compile.h) against the eager call, bit
 //             for bit (tests/compile/traced_harness_test.cpp).
+//   xla       every case of an op with a StableHLO lowering rule, as a one-op compiled step
+//             lowered to StableHLO and run by XLA:CPU through PJRT, against the eager CPU call
+//             within the f32 tolerance (tests/compile/xla_harness_test.cpp).
 // bench/op_harness run the same functions below. A mode is one entry of modes(): a new one adds
 // its Mode, its entry and its run function, and covers every case.
 #include <cstdint>
@@ -26,7 +29,7 @@
 
 namespace tandem::harness {
 
-enum class Mode { grad, backends, perf, traced };
+enum class Mode { grad, backends, perf, traced, xla };
 
 struct Options;
 struct Report;

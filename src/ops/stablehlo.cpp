@@ -1,0 +1,116 @@
+// The StableHLO emitter the lowering rules write through: types, fresh names, constants and
+// NumPy broadcasting, every op in MLIR's generic form ("stablehlo.add"(%a, %b) : (...) -> ...),
+// which every StableHLO version parses alike.
+#include "ops/stablehlo.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "tandem/error.h"
+
+namespace tandem {
+namespace {
+
+// A constant's value as MLIR reads it for the element type.
+std::string literal(double value, DType dtype) {
+  if (dtype == DType::boolean) return value != 0.0 ? "true" : "false";
+  if (!is_floating(dtype)) return std::to_string(static_cast<long long>(value));
+  if (std::isnan(value)) return "0x7FC00000";
+  if (std::isinf(value)) {
+    // The f32 bit pattern, which MLIR accepts for every float width it converts from.
+    return value > 0 ? "0x7F800000" : "0xFF800000";
+  }
+  char text[64];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  std::string result = text;
+  if (result.find_first_of(".e") == std::string::npos) result += ".0";
+  return result;
+}
+
+}  // namespace
+
+std::string StablehloEmitter::element_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::u8:
+      return "ui8";
+    case DType::boolean:
+      return "i1";
+  }
+  return "?";
+}
+
+std::string StablehloEmitter::type(const Shape& shape, DType dtype) {
+  std::string text = "tensor<";
+  for (const std::int64_t extent : shape)
+    text += std::to_string(extent) + "x";
+  return text + element_type(dtype) + ">";
+}
+
+std::string StablehloEmitter::fresh() {
+  return "%v" + std::to_string(next_++);
+}
+
+StablehloValue StablehloEmitter::emit(const std::string& op, const Shape& shape, DType dtype) {
+  StablehloValue value{fresh(), shape, dtype};
+  body_ += "    " + value.name + " = " + op + "\n";
+  return value;
+}
+
+StablehloValue StablehloEmitter::constant(double value, const Shape& shape, DType dtype) {
+  const std::string scalar_type = type({}, dtype);
+  const StablehloValue scalar =
+      emit("\"stablehlo.constant\"() {value = dense<" + literal(value, dtype) +
+               "> : " + scalar_type + "} : () -> " + scalar_type,
+           {}, dtype);
+  return broadcast(scalar, shape);
+}
+
+StablehloValue StablehloEmitter::broadcast(const StablehloValue& value, const Shape& shape) {
+  if (value.shape == shape) return value;
+  const std::size_t rank = shape.size();
+  const std::size_t offset = rank - value.shape.size();
+  TANDEM_ASSERT(value.shape.size() <= rank, "broadcast to a lower rank");
+  std::string dims;
+  for (std::size_t axis = 0; axis < value.shape.size(); ++axis)
+    dims += (axis ? ", " : "") + std::to_string(axis + offset);
+  return emit("\"stablehlo.broadcast_in_dim\"(" + value.name +
+                  ") {broadcast_dimensions = array<i64" + (dims.empty() ? "" : ": " + dims) +
+                  ">} : (" + type(value) + ") -> " + type(shape, value.dtype),
+              shape, value.dtype);
+}
+
+StablehloValue StablehloEmitter::elementwise(const std::string& op,
+                                             const std::vector<StablehloValue>& operands,
+                                             DType result_dtype, const std::string& attributes) {
+  std::string names;
+  std::string types;
+  for (const StablehloValue& operand : operands) {
+    names += (names.empty() ? "" : ", ") + operand.name;
+    types += (types.empty() ? "" : ", ") + type(operand);
+  }
+  const Shape& shape = operands.front().shape;
+  return emit("\"" + op + "\"(" + names + ")" +
+                  (attributes.empty() ? "" : " {" + attributes + "}") + " : (" + types + ") -> " +
+                  type(shape, result_dtype),
+              shape, result_dtype);
+}
+
+StablehloValue StablehloEmitter::convert(const StablehloValue& value, DType dtype) {
+  if (value.dtype == dtype) return value;
+  return elementwise("stablehlo.convert", {value}, dtype);
+}
+
+}  // namespace tandem

@@ -1,0 +1,75 @@
+#pragma once
+// StableHLO lowering: each op's rule, beside its definition in the op table (as JAX registers a
+// lowering per primitive), writes the op as StableHLO (MLIR text) into a function body that an
+// emitter builds. The compile layer lowers a whole graph with these rules into one module
+// (compile/stablehlo_module.h), which a PJRT plugin compiles for XLA:CPU, XLA:GPU or a TPU.
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tandem/attrs.h"
+#include "tandem/dtype.h"
+#include "tandem/tensor.h"
+
+namespace tandem {
+
+struct TensorMeta;
+
+// A value of the function being written: its SSA name ("%v3") and what it holds.
+struct StablehloValue {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::f32;
+};
+
+// Writes the body of one func.func: fresh SSA names, one op per line, and the helpers the rules
+// share (types, constants, NumPy broadcasting).
+class StablehloEmitter {
+ public:
+  // "tensor<2x3xf32>", "tensor<i1>" (a rank-0 bool).
+  static std::string type(const Shape& shape, DType dtype);
+  static std::string type(const StablehloValue& value) { return type(value.shape, value.dtype); }
+  // "f32", "bf16", "i32", "ui8", "i1".
+  static std::string element_type(DType dtype);
+
+  // Appends `op` (text after "%name = ") as a new value of `shape` and `dtype`.
+  StablehloValue emit(const std::string& op, const Shape& shape, DType dtype);
+  // A tensor of `shape` filled with `value` (a splat constant).
+  StablehloValue constant(double value, const Shape& shape, DType dtype);
+  // `value` broadcast to `shape` the NumPy way (trailing axes aligned); itself when it has it.
+  StablehloValue broadcast(const StablehloValue& value, const Shape& shape);
+  // An op over operands of one shape, giving that shape in `result_dtype`: `op` is its full
+  // name ("stablehlo.add", "chlo.erf"), `attributes` the text inside its braces, if any.
+  StablehloValue elementwise(const std::string& op, const std::vector<StablehloValue>& operands,
+                             DType result_dtype, const std::string& attributes = "");
+  // "stablehlo.convert".
+  StablehloValue convert(const StablehloValue& value, DType dtype);
+
+  const std::string& body() const { return body_; }
+
+ private:
+  std::string fresh();
+  std::string body_;
+  int next_ = 0;
+};
+
+// A StableHLO op's name as a template argument: lower_unary<"stablehlo.exponential">.
+template <std::size_t N>
+struct StablehloName {
+  char text[N];
+  constexpr StablehloName(const char (&name)[N]) {  // NOLINT: implicit, for template arguments
+    for (std::size_t i = 0; i < N; ++i)
+      text[i] = name[i];
+  }
+};
+
+// The lowering rule of an op: writes it from its inputs and returns its outputs (with the
+// shapes and dtypes the op table inferred, `outputs`). Throws InvalidArgument for attributes or
+// dtypes it cannot lower, naming the op.
+using LowerFn = std::vector<StablehloValue> (*)(StablehloEmitter& emitter,
+                                                std::span<const StablehloValue> inputs,
+                                                std::span<const TensorMeta> outputs,
+                                                const Attrs& attrs);
+
+}  // namespace tandem
