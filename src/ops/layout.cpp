@@ -163,17 +163,90 @@ std::vector<Tensor> grad_cast(const GradContext& c) {
   return {cast(c.output_grads[0], c.inputs[0].dtype())};
 }
 
+// ---- StableHLO ----
+
+using Lowered = std::vector<StablehloValue>;
+using LoweredInputs = std::span<const StablehloValue>;
+using LoweredOutputs = std::span<const TensorMeta>;
+
+Lowered lower_reshape(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out, const Attrs&) {
+  return {emit.reshape(in[0], out[0].shape)};
+}
+
+Lowered lower_transpose(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
+                        const Attrs& attrs) {
+  return {emit.emit("\"stablehlo.transpose\"(" + in[0].name + ") {permutation = " +
+                        StablehloEmitter::i64_array(op_attrs<OpKind::transpose>(attrs).perm) +
+                        "} : (" + StablehloEmitter::type(in[0]) + ") -> " +
+                        StablehloEmitter::type(out[0].shape, out[0].dtype),
+                    out[0].shape, out[0].dtype)};
+}
+
+Lowered lower_concat(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
+                     const Attrs& attrs) {
+  std::string names;
+  std::string types;
+  for (const StablehloValue& input : in) {
+    names += (names.empty() ? "" : ", ") + input.name;
+    types += (types.empty() ? "" : ", ") + StablehloEmitter::type(input);
+  }
+  return {emit.emit("\"stablehlo.concatenate\"(" + names + ") {dimension = " +
+                        std::to_string(op_attrs<OpKind::concat>(attrs).axis) + " : i64} : (" +
+                        types + ") -> " + StablehloEmitter::type(out[0].shape, out[0].dtype),
+                    out[0].shape, out[0].dtype)};
+}
+
+Lowered lower_slice(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
+                    const Attrs& attrs) {
+  const std::vector<std::int64_t>& begin = op_attrs<OpKind::slice>(attrs).begin;
+  std::vector<std::int64_t> limit;
+  for (std::size_t axis = 0; axis < begin.size(); ++axis)
+    limit.push_back(begin[axis] + out[0].shape[axis]);
+  const std::vector<std::int64_t> strides(begin.size(), 1);
+  return {emit.emit("\"stablehlo.slice\"(" + in[0].name +
+                        ") {start_indices = " + StablehloEmitter::i64_array(begin) +
+                        ", limit_indices = " + StablehloEmitter::i64_array(limit) +
+                        ", strides = " + StablehloEmitter::i64_array(strides) + "} : (" +
+                        StablehloEmitter::type(in[0]) + ") -> " +
+                        StablehloEmitter::type(out[0].shape, out[0].dtype),
+                    out[0].shape, out[0].dtype)};
+}
+
+Lowered lower_pad(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
+                  const Attrs& attrs) {
+  const PadAttrs& pad = op_attrs<OpKind::pad>(attrs);
+  std::vector<std::int64_t> low;
+  std::vector<std::int64_t> high;
+  for (std::size_t axis = 0; axis < in[0].shape.size(); ++axis) {
+    low.push_back(pad.paddings[2 * axis]);
+    high.push_back(pad.paddings[2 * axis + 1]);
+  }
+  const std::vector<std::int64_t> interior(low.size(), 0);
+  const StablehloValue value = emit.constant(pad.value, {}, in[0].dtype);
+  return {emit.emit("\"stablehlo.pad\"(" + in[0].name + ", " + value.name +
+                        ") {edge_padding_low = " + StablehloEmitter::i64_array(low) +
+                        ", edge_padding_high = " + StablehloEmitter::i64_array(high) +
+                        ", interior_padding = " + StablehloEmitter::i64_array(interior) + "} : (" +
+                        StablehloEmitter::type(in[0]) + ", " + StablehloEmitter::type(value) +
+                        ") -> " + StablehloEmitter::type(out[0].shape, out[0].dtype),
+                    out[0].shape, out[0].dtype)};
+}
+
+Lowered lower_cast(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out, const Attrs&) {
+  return {emit.convert(in[0], out[0].dtype)};
+}
+
 }  // namespace
 
 std::vector<OpDef> define_layout_ops() {
   using K = OpKind;
   return op_family<k_layout_ops>(
-      OpRules<K::reshape>{1, 1, infer_reshape, grad_reshape, no_cost, nullptr, {0}},
-      OpRules<K::transpose>{1, 1, infer_transpose, grad_transpose, copy_cost},
-      OpRules<K::concat>{1, -1, infer_concat, grad_concat, copy_cost},
-      OpRules<K::slice>{1, 1, infer_slice, grad_slice, copy_cost},
-      OpRules<K::pad>{1, 1, infer_pad, grad_pad, copy_cost},
-      OpRules<K::cast>{1, 1, infer_cast, grad_cast, nullptr});
+      OpRules<K::reshape>{1, 1, infer_reshape, grad_reshape, no_cost, lower_reshape, {0}},
+      OpRules<K::transpose>{1, 1, infer_transpose, grad_transpose, copy_cost, lower_transpose},
+      OpRules<K::concat>{1, -1, infer_concat, grad_concat, copy_cost, lower_concat},
+      OpRules<K::slice>{1, 1, infer_slice, grad_slice, copy_cost, lower_slice},
+      OpRules<K::pad>{1, 1, infer_pad, grad_pad, copy_cost, lower_pad},
+      OpRules<K::cast>{1, 1, infer_cast, grad_cast, nullptr, lower_cast});
 }
 
 Tensor reshape(const Tensor& x, const Shape& shape) {

@@ -143,11 +143,58 @@ Attrs matmul_attrs(bool transpose_a, bool transpose_b) {
   return make_op_attrs<OpKind::matmul>({transpose_a, transpose_b, false});
 }
 
+// ---- StableHLO ----
+
+// stablehlo.dot_general contracting K, with a's batch axes as batch dimensions when b has them
+// too (else b's matrix multiplies every batch of a); then the bias and the fused relu.
+std::vector<StablehloValue> lower_matmul(StablehloEmitter& emit, std::span<const StablehloValue> in,
+                                         std::span<const TensorMeta> out, const Attrs& attrs) {
+  const MatmulAttrs& matmul = op_attrs<OpKind::matmul>(attrs);
+  const StablehloValue& a = in[0];
+  const StablehloValue& b = in[1];
+  const auto a_rank = static_cast<std::int64_t>(a.shape.size());
+  const auto b_rank = static_cast<std::int64_t>(b.shape.size());
+  const std::int64_t a_contracting = matmul.transpose_a ? a_rank - 2 : a_rank - 1;
+  const std::int64_t b_contracting = matmul.transpose_b ? b_rank - 1 : b_rank - 2;
+  const auto list = [](const std::vector<std::int64_t>& axes) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < axes.size(); ++i)
+      text += (i ? ", " : "") + std::to_string(axes[i]);
+    return text + "]";
+  };
+  std::string dimensions;
+  if (b_rank > 2) {
+    std::vector<std::int64_t> batch(static_cast<std::size_t>(b_rank - 2));
+    std::iota(batch.begin(), batch.end(), 0);
+    dimensions = "lhs_batching_dimensions = " + list(batch) +
+                 ", rhs_batching_dimensions = " + list(batch) + ", ";
+  }
+  dimensions += "lhs_contracting_dimensions = " + list({a_contracting}) +
+                ", rhs_contracting_dimensions = " + list({b_contracting});
+  const Shape& shape = out[0].shape;
+  // dot_general gives the batch axes, then a's free axes (..., M), then b's (N).
+  StablehloValue product =
+      emit.emit("\"stablehlo.dot_general\"(" + a.name + ", " + b.name +
+                    ") {dot_dimension_numbers = #stablehlo.dot<" + dimensions + ">} : (" +
+                    StablehloEmitter::type(a) + ", " + StablehloEmitter::type(b) + ") -> " +
+                    StablehloEmitter::type(shape, out[0].dtype),
+                shape, out[0].dtype);
+  if (in.size() == 3) {
+    product =
+        emit.elementwise("stablehlo.add", {product, emit.broadcast(in[2], shape)}, out[0].dtype);
+  }
+  if (matmul.fused_relu) {
+    product = emit.elementwise("stablehlo.maximum",
+                               {product, emit.constant(0.0, shape, out[0].dtype)}, out[0].dtype);
+  }
+  return {product};
+}
+
 }  // namespace
 
 std::vector<OpDef> define_linalg_ops() {
   return op_family<k_linalg_ops>(
-      OpRules<OpKind::matmul>{2, 3, infer_matmul, grad_matmul, matmul_cost});
+      OpRules<OpKind::matmul>{2, 3, infer_matmul, grad_matmul, matmul_cost, lower_matmul});
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {

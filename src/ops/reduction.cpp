@@ -1,6 +1,7 @@
 // Reductions (sum, mean, max, argmax) and broadcasting, with their gradients: a reduction's
 // gradient broadcasts back, a broadcast's gradient sums back (sum_to_shape).
 #include <algorithm>
+#include <limits>
 
 #include "ops/op_attrs.h"
 #include "ops/op_table.h"
@@ -98,15 +99,71 @@ Tensor reduce(OpKind kind, const Tensor& x, const std::vector<std::int64_t>& axe
   return call_op(kind, {x}, write_attrs(ReduceAttrs{resolved, keepdims}))[0];
 }
 
+// ---- StableHLO ----
+
+// The axes a reduction reduces: all of them when the attribute lists none.
+std::vector<std::int64_t> reduced_axes(const Attrs& attrs, const Shape& shape) {
+  std::vector<std::int64_t> axes = read_attrs<ReduceAttrs>(attrs).axes;
+  if (axes.empty()) {
+    for (std::size_t axis = 0; axis < shape.size(); ++axis)
+      axes.push_back(static_cast<std::int64_t>(axis));
+  }
+  return axes;
+}
+
+// The identity of max over `dtype`: -inf, or its lowest value.
+double lowest_value(DType dtype) {
+  switch (dtype) {
+    case DType::i32:
+      return static_cast<double>(std::numeric_limits<std::int32_t>::lowest());
+    case DType::i64:
+      return static_cast<double>(std::numeric_limits<std::int64_t>::lowest());
+    case DType::u8:
+    case DType::boolean:
+      return 0.0;
+    default:
+      return -std::numeric_limits<double>::infinity();
+  }
+}
+
+// stablehlo.reduce over the axes, then the output's shape (with keepdims' ones), and for mean
+// the division by the count.
+template <OpKind kKind>
+std::vector<StablehloValue> lower_reduce(StablehloEmitter& emit, std::span<const StablehloValue> in,
+                                         std::span<const TensorMeta> out, const Attrs& attrs) {
+  const StablehloValue& x = in[0];
+  const std::vector<std::int64_t> axes = reduced_axes(attrs, x.shape);
+  const bool maximum = kKind == OpKind::max;
+  StablehloValue result = emit.reduce(x, axes, maximum ? "stablehlo.maximum" : "stablehlo.add",
+                                      maximum ? lowest_value(x.dtype) : 0.0);
+  if (kKind == OpKind::mean) {
+    std::int64_t count = 1;
+    for (const std::int64_t axis : axes)
+      count *= x.shape[static_cast<std::size_t>(axis)];
+    result = emit.elementwise(
+        "stablehlo.divide",
+        {result, emit.constant(static_cast<double>(count), result.shape, result.dtype)},
+        result.dtype);
+  }
+  return {emit.reshape(result, out[0].shape)};
+}
+
+std::vector<StablehloValue> lower_broadcast_to(StablehloEmitter& emit,
+                                               std::span<const StablehloValue> in,
+                                               std::span<const TensorMeta> out, const Attrs&) {
+  return {emit.broadcast(in[0], out[0].shape)};
+}
+
 }  // namespace
 
 std::vector<OpDef> define_reduction_ops() {
   return op_family<k_reduction_ops>(
-      OpRules<OpKind::sum>{1, 1, infer_reduce, grad_sum, reduce_cost},
-      OpRules<OpKind::mean>{1, 1, infer_reduce, grad_mean, reduce_cost},
-      OpRules<OpKind::max>{1, 1, infer_reduce, grad_max, reduce_cost},
+      OpRules<OpKind::sum>{1, 1, infer_reduce, grad_sum, reduce_cost, lower_reduce<OpKind::sum>},
+      OpRules<OpKind::mean>{1, 1, infer_reduce, grad_mean, reduce_cost, lower_reduce<OpKind::mean>},
+      OpRules<OpKind::max>{1, 1, infer_reduce, grad_max, reduce_cost, lower_reduce<OpKind::max>},
       OpRules<OpKind::argmax>{1, 1, infer_argmax, nullptr, reduce_cost},
-      OpRules<OpKind::broadcast_to>{1, 1, infer_broadcast_to, grad_broadcast_to, nullptr});
+      OpRules<OpKind::broadcast_to>{1, 1, infer_broadcast_to, grad_broadcast_to, nullptr,
+                                    lower_broadcast_to});
 }
 
 Tensor sum(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdims) {

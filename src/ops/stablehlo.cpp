@@ -3,6 +3,7 @@
 // which every StableHLO version parses alike.
 #include "ops/stablehlo.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -83,12 +84,11 @@ StablehloValue StablehloEmitter::broadcast(const StablehloValue& value, const Sh
   const std::size_t rank = shape.size();
   const std::size_t offset = rank - value.shape.size();
   TANDEM_ASSERT(value.shape.size() <= rank, "broadcast to a lower rank");
-  std::string dims;
+  std::vector<std::int64_t> dims;
   for (std::size_t axis = 0; axis < value.shape.size(); ++axis)
-    dims += (axis ? ", " : "") + std::to_string(axis + offset);
-  return emit("\"stablehlo.broadcast_in_dim\"(" + value.name +
-                  ") {broadcast_dimensions = array<i64" + (dims.empty() ? "" : ": " + dims) +
-                  ">} : (" + type(value) + ") -> " + type(shape, value.dtype),
+    dims.push_back(static_cast<std::int64_t>(axis + offset));
+  return emit("\"stablehlo.broadcast_in_dim\"(" + value.name + ") {broadcast_dimensions = " +
+                  i64_array(dims) + "} : (" + type(value) + ") -> " + type(shape, value.dtype),
               shape, value.dtype);
 }
 
@@ -111,6 +111,44 @@ StablehloValue StablehloEmitter::elementwise(const std::string& op,
 StablehloValue StablehloEmitter::convert(const StablehloValue& value, DType dtype) {
   if (value.dtype == dtype) return value;
   return elementwise("stablehlo.convert", {value}, dtype);
+}
+
+StablehloValue StablehloEmitter::reshape(const StablehloValue& value, const Shape& shape) {
+  if (value.shape == shape) return value;
+  return emit("\"stablehlo.reshape\"(" + value.name + ") : (" + type(value) + ") -> " +
+                  type(shape, value.dtype),
+              shape, value.dtype);
+}
+
+StablehloValue StablehloEmitter::reduce(const StablehloValue& value,
+                                        const std::vector<std::int64_t>& axes,
+                                        const std::string& op, double init) {
+  Shape reduced;
+  for (std::size_t axis = 0; axis < value.shape.size(); ++axis) {
+    if (std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(axis)) == axes.end()) {
+      reduced.push_back(value.shape[axis]);
+    }
+  }
+  const StablehloValue start = constant(init, {}, value.dtype);
+  const std::string scalar = type({}, value.dtype);
+  // The region's block arguments get fresh names: MLIR does not let them shadow outer values.
+  const std::string left = fresh();
+  const std::string right = fresh();
+  const std::string combined = fresh();
+  return emit("\"stablehlo.reduce\"(" + value.name + ", " + start.name + ") ({\n    ^bb0(" + left +
+                  ": " + scalar + ", " + right + ": " + scalar + "):\n      " + combined + " = \"" +
+                  op + "\"(" + left + ", " + right + ") : (" + scalar + ", " + scalar + ") -> " +
+                  scalar + "\n      \"stablehlo.return\"(" + combined + ") : (" + scalar +
+                  ") -> ()\n    }) {dimensions = " + i64_array(axes) + "} : (" + type(value) +
+                  ", " + scalar + ") -> " + type(reduced, value.dtype),
+              reduced, value.dtype);
+}
+
+std::string StablehloEmitter::i64_array(const std::vector<std::int64_t>& values) {
+  std::string text = "array<i64";
+  for (std::size_t i = 0; i < values.size(); ++i)
+    text += (i ? ", " : ": ") + std::to_string(values[i]);
+  return text + ">";
 }
 
 }  // namespace tandem

@@ -45,6 +45,14 @@ class StablehloEmitter {
                              DType result_dtype, const std::string& attributes = "");
   // "stablehlo.convert".
   StablehloValue convert(const StablehloValue& value, DType dtype);
+  // `value` with another shape of as many elements.
+  StablehloValue reshape(const StablehloValue& value, const Shape& shape);
+  // `value` reduced over `axes` with the binary op `op` ("stablehlo.add") from `init`.
+  StablehloValue reduce(const StablehloValue& value, const std::vector<std::int64_t>& axes,
+                        const std::string& op, double init);
+
+  // "array<i64: 1, 2>", the attribute form of an extent or axis list.
+  static std::string i64_array(const std::vector<std::int64_t>& values);
 
   const std::string& body() const { return body_; }
 
