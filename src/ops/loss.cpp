@@ -1,5 +1,6 @@
 // Sparse softmax cross-entropy: per-example loss and its gradient with respect to the logits in
 // one fused op (like tf.nn.sparse_softmax_cross_entropy_with_logits), with its gradient rule.
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -56,12 +57,49 @@ std::vector<Tensor> grad_sparse_softmax_cross_entropy(const GradContext& c) {
   return {d_logits, Tensor()};
 }
 
+// ---- StableHLO ----
+
+// loss = log(sum(exp(z))) - z[label] and backprop = softmax(logits) - one_hot(label), with
+// z = logits - max(logits) per row. Labels outside [0, C) give a zero one-hot row here; the CPU
+// and CUDA kernels refuse them (XLA has no way to stop a program with an error).
+std::vector<StablehloValue> lower_sparse_softmax_cross_entropy(StablehloEmitter& emit,
+                                                               std::span<const StablehloValue> in,
+                                                               std::span<const TensorMeta>,
+                                                               const Attrs&) {
+  const StablehloValue& logits = in[0];  // (N, C)
+  const StablehloValue& labels = in[1];  // (N,)
+  const DType dtype = logits.dtype;
+  const StablehloValue peak =
+      emit.reduce_back(logits, 1, "stablehlo.maximum", -std::numeric_limits<double>::infinity());
+  const StablehloValue shifted = emit.elementwise("stablehlo.subtract", {logits, peak}, dtype);
+  const StablehloValue exponentials = emit.elementwise("stablehlo.exponential", {shifted}, dtype);
+  const StablehloValue total = emit.reduce(exponentials, {1}, "stablehlo.add", 0.0);  // (N,)
+  const StablehloValue classes =
+      emit.emit("\"stablehlo.iota\"() {iota_dimension = 1 : i64} : () -> " +
+                    StablehloEmitter::type(logits.shape, labels.dtype),
+                logits.shape, labels.dtype);
+  const StablehloValue is_label =
+      emit.elementwise("stablehlo.compare",
+                       {classes, emit.broadcast_in_dim(labels, logits.shape, {0})}, DType::boolean,
+                       "comparison_direction = #stablehlo<comparison_direction EQ>, compare_type = "
+                       "#stablehlo<comparison_type SIGNED>");
+  const StablehloValue one_hot = emit.convert(is_label, dtype);  // (N, C)
+  const StablehloValue picked = emit.reduce(
+      emit.elementwise("stablehlo.multiply", {shifted, one_hot}, dtype), {1}, "stablehlo.add",
+      0.0);  // (N,)
+  const StablehloValue loss = emit.elementwise(
+      "stablehlo.subtract", {emit.elementwise("stablehlo.log", {total}, dtype), picked}, dtype);
+  const StablehloValue probabilities = emit.elementwise(
+      "stablehlo.divide", {exponentials, emit.broadcast_in_dim(total, logits.shape, {0})}, dtype);
+  return {loss, emit.elementwise("stablehlo.subtract", {probabilities, one_hot}, dtype)};
+}
+
 }  // namespace
 
 std::vector<OpDef> define_loss_ops() {
   return op_family<k_loss_ops>(OpRules<OpKind::sparse_softmax_cross_entropy>{
       2, 2, infer_sparse_softmax_cross_entropy, grad_sparse_softmax_cross_entropy,
-      cross_entropy_cost});
+      cross_entropy_cost, lower_sparse_softmax_cross_entropy});
 }
 
 CrossEntropyResult sparse_softmax_cross_entropy_with_logits(const Tensor& logits,

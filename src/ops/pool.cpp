@@ -97,6 +97,19 @@ std::vector<Tensor> grad_global_avg_pool(const GradContext& c) {
   return {broadcast_to(scaled, x_shape)};
 }
 
+// ---- StableHLO ----
+
+// The mean over H and W of (N, H, W, C).
+std::vector<StablehloValue> lower_global_avg_pool(StablehloEmitter& emit,
+                                                  std::span<const StablehloValue> in,
+                                                  std::span<const TensorMeta> out, const Attrs&) {
+  const StablehloValue& x = in[0];
+  const StablehloValue total = emit.reduce(x, {1, 2}, "stablehlo.add", 0.0);  // (N, C)
+  const double cells = static_cast<double>(x.shape[1] * x.shape[2]);
+  return {emit.elementwise("stablehlo.divide",
+                           {total, emit.constant(cells, total.shape, total.dtype)}, out[0].dtype)};
+}
+
 }  // namespace
 
 std::vector<OpDef> define_pool_ops() {
@@ -107,7 +120,7 @@ std::vector<OpDef> define_pool_ops() {
       OpRules<K::avg_pool2d>{1, 1, infer_pool, grad_avg_pool, cost_pool},
       OpRules<K::avg_pool2d_backward>{1, 1, infer_avg_pool_backward, nullptr, cost_pool_backward},
       OpRules<K::global_avg_pool2d>{1, 1, infer_global_avg_pool, grad_global_avg_pool,
-                                    cost_global_avg_pool});
+                                    cost_global_avg_pool, lower_global_avg_pool});
 }
 
 Tensor max_pool2d(const Tensor& x, const Pool2DOptions& options) {

@@ -1,5 +1,6 @@
 // Softmax and log-softmax along one axis, their backward kernels (which take the forward output
 // y, not x) and the gradient rules, second order included, side by side.
+#include <limits>
 #include <string>
 
 #include "ops/op_attrs.h"
@@ -75,17 +76,70 @@ Tensor softmax_op(OpKind kind, const std::vector<Tensor>& inputs, std::int64_t a
   return call_op(kind, inputs, write_attrs(AxisAttrs{axis}))[0];
 }
 
+// ---- StableHLO ----
+
+// The written axis (the wrappers may leave it negative), counted from the front.
+std::int64_t lowered_axis(const Attrs& attrs, const StablehloValue& x) {
+  const std::int64_t axis = read_attrs<AxisAttrs>(attrs).axis;
+  return axis < 0 ? axis + static_cast<std::int64_t>(x.shape.size()) : axis;
+}
+
+// exp(x - max) / sum(exp(x - max)), or its log (x - max) - log(sum(exp(x - max))), along the
+// axis: the shift keeps exp finite, as the CPU kernels do.
+template <bool kLog>
+std::vector<StablehloValue> lower_softmax(StablehloEmitter& emit,
+                                          std::span<const StablehloValue> in,
+                                          std::span<const TensorMeta> out, const Attrs& attrs) {
+  const StablehloValue& x = in[0];
+  const std::int64_t axis = lowered_axis(attrs, x);
+  const DType dtype = out[0].dtype;
+  const StablehloValue peak =
+      emit.reduce_back(x, axis, "stablehlo.maximum", -std::numeric_limits<double>::infinity());
+  const StablehloValue shifted = emit.elementwise("stablehlo.subtract", {x, peak}, dtype);
+  const StablehloValue exponentials = emit.elementwise("stablehlo.exponential", {shifted}, dtype);
+  const StablehloValue total = emit.reduce_back(exponentials, axis, "stablehlo.add", 0.0);
+  if (kLog) {
+    const StablehloValue log_total = emit.elementwise("stablehlo.log", {total}, dtype);
+    return {emit.elementwise("stablehlo.subtract", {shifted, log_total}, dtype)};
+  }
+  return {emit.elementwise("stablehlo.divide", {exponentials, total}, dtype)};
+}
+
+// softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy).
+template <bool kLog>
+std::vector<StablehloValue> lower_softmax_backward(StablehloEmitter& emit,
+                                                   std::span<const StablehloValue> in,
+                                                   std::span<const TensorMeta> out,
+                                                   const Attrs& attrs) {
+  const StablehloValue& dy = in[0];
+  const StablehloValue& y = in[1];
+  const std::int64_t axis = lowered_axis(attrs, y);
+  const DType dtype = out[0].dtype;
+  if (kLog) {
+    const StablehloValue total = emit.reduce_back(dy, axis, "stablehlo.add", 0.0);
+    const StablehloValue probabilities = emit.elementwise("stablehlo.exponential", {y}, dtype);
+    return {emit.elementwise(
+        "stablehlo.subtract",
+        {dy, emit.elementwise("stablehlo.multiply", {probabilities, total}, dtype)}, dtype)};
+  }
+  const StablehloValue dot = emit.reduce_back(
+      emit.elementwise("stablehlo.multiply", {dy, y}, dtype), axis, "stablehlo.add", 0.0);
+  return {emit.elementwise("stablehlo.multiply",
+                           {y, emit.elementwise("stablehlo.subtract", {dy, dot}, dtype)}, dtype)};
+}
+
 }  // namespace
 
 std::vector<OpDef> define_softmax_ops() {
   using K = OpKind;
   return op_family<k_softmax_ops>(
-      OpRules<K::softmax>{1, 1, infer_softmax, grad_softmax, softmax_cost},
+      OpRules<K::softmax>{1, 1, infer_softmax, grad_softmax, softmax_cost, lower_softmax<false>},
       OpRules<K::softmax_backward>{2, 2, infer_softmax_backward, grad_softmax_backward,
-                                   softmax_backward_cost},
-      OpRules<K::log_softmax>{1, 1, infer_softmax, grad_log_softmax, softmax_cost},
+                                   softmax_backward_cost, lower_softmax_backward<false>},
+      OpRules<K::log_softmax>{1, 1, infer_softmax, grad_log_softmax, softmax_cost,
+                              lower_softmax<true>},
       OpRules<K::log_softmax_backward>{2, 2, infer_softmax_backward, grad_log_softmax_backward,
-                                       softmax_backward_cost});
+                                       softmax_backward_cost, lower_softmax_backward<true>});
 }
 
 Tensor softmax(const Tensor& x, std::int64_t axis) {

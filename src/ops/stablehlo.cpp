@@ -81,15 +81,29 @@ StablehloValue StablehloEmitter::constant(double value, const Shape& shape, DTyp
 
 StablehloValue StablehloEmitter::broadcast(const StablehloValue& value, const Shape& shape) {
   if (value.shape == shape) return value;
-  const std::size_t rank = shape.size();
-  const std::size_t offset = rank - value.shape.size();
-  TANDEM_ASSERT(value.shape.size() <= rank, "broadcast to a lower rank");
+  TANDEM_ASSERT(value.shape.size() <= shape.size(), "broadcast to a lower rank");
+  const std::size_t offset = shape.size() - value.shape.size();
   std::vector<std::int64_t> dims;
   for (std::size_t axis = 0; axis < value.shape.size(); ++axis)
     dims.push_back(static_cast<std::int64_t>(axis + offset));
+  return broadcast_in_dim(value, shape, dims);
+}
+
+StablehloValue StablehloEmitter::broadcast_in_dim(const StablehloValue& value, const Shape& shape,
+                                                  const std::vector<std::int64_t>& dims) {
   return emit("\"stablehlo.broadcast_in_dim\"(" + value.name + ") {broadcast_dimensions = " +
                   i64_array(dims) + "} : (" + type(value) + ") -> " + type(shape, value.dtype),
               shape, value.dtype);
+}
+
+StablehloValue StablehloEmitter::reduce_back(const StablehloValue& value, std::int64_t axis,
+                                             const std::string& op, double init) {
+  const StablehloValue reduced = reduce(value, {axis}, op, init);
+  std::vector<std::int64_t> dims;
+  for (std::int64_t kept = 0; kept < static_cast<std::int64_t>(value.shape.size()); ++kept) {
+    if (kept != axis) dims.push_back(kept);
+  }
+  return broadcast_in_dim(reduced, value.shape, dims);
 }
 
 StablehloValue StablehloEmitter::elementwise(const std::string& op,

@@ -39,6 +39,13 @@ class StablehloEmitter {
   StablehloValue constant(double value, const Shape& shape, DType dtype);
   // `value` broadcast to `shape` the NumPy way (trailing axes aligned); itself when it has it.
   StablehloValue broadcast(const StablehloValue& value, const Shape& shape);
+  // `value` broadcast to `shape` with its axis i becoming axis dims[i].
+  StablehloValue broadcast_in_dim(const StablehloValue& value, const Shape& shape,
+                                  const std::vector<std::int64_t>& dims);
+  // `value` reduced over `axis` and broadcast back to its shape (a keepdims reduction that
+  // combines with `value` element-wise).
+  StablehloValue reduce_back(const StablehloValue& value, std::int64_t axis, const std::string& op,
+                             double init);
   // An op over operands of one shape, giving that shape in `result_dtype`: `op` is its full
   // name ("stablehlo.add", "chlo.erf"), `attributes` the text inside its braces, if any.
   StablehloValue elementwise(const std::string& op, const std::vector<StablehloValue>& operands,

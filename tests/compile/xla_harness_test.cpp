@@ -21,10 +21,8 @@ const std::vector<OpKind>& ops_without_lowering_yet() {
       // clang-format off
       K::argmax, K::gather, K::scatter_add, K::conv2d, K::conv2d_backward_input,
       K::conv2d_backward_filter, K::max_pool2d, K::max_pool2d_backward, K::avg_pool2d,
-      K::avg_pool2d_backward, K::global_avg_pool2d, K::batch_norm, K::batch_norm_backward,
-      K::layer_norm, K::layer_norm_backward, K::softmax, K::softmax_backward, K::log_softmax,
-      K::log_softmax_backward, K::dropout, K::sparse_softmax_cross_entropy, K::sgd_update,
-      K::adam_update
+      K::avg_pool2d_backward, K::batch_norm, K::batch_norm_backward, K::layer_norm,
+      K::layer_norm_backward, K::dropout, K::sgd_update, K::adam_update
       // clang-format on
   };
   return ops;
