@@ -1,6 +1,7 @@
 // 2-D convolution (NHWC input, (KH, KW, C_in, C_out) filter, optional bias) and its two backward
 // ops. Forward wrappers, definitions and gradient rules side by side; the geometry (output
 // extents, SAME padding) lives in ops/window.h, shared with pooling and the kernels.
+#include <array>
 #include <string>
 
 #include "ops/op_attrs.h"
@@ -117,16 +118,130 @@ std::vector<Tensor> grad_conv2d(const GradContext& c) {
   return grads;
 }
 
+// ---- StableHLO ----
+
+// One stablehlo.convolution: its dimension layout, window strides, explicit (low, high) padding
+// per spatial axis and the two dilations, as JAX writes the forward convolution and its two
+// gradients (jax/_src/lax/convolution.py).
+struct ConvolutionSpec {
+  std::string layout;  // "[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]"
+  std::array<std::int64_t, 2> strides{1, 1};
+  std::array<std::array<std::int64_t, 2>, 2> padding{};
+  std::array<std::int64_t, 2> lhs_dilation{1, 1};
+  std::array<std::int64_t, 2> rhs_dilation{1, 1};
+};
+
+StablehloValue convolution(StablehloEmitter& emit, const StablehloValue& lhs,
+                           const StablehloValue& rhs, const ConvolutionSpec& spec,
+                           const Shape& shape, DType dtype) {
+  const auto pair = [](const std::array<std::int64_t, 2>& values) {
+    return StablehloEmitter::i64_array({values[0], values[1]});
+  };
+  const std::string padding = "dense<[[" + std::to_string(spec.padding[0][0]) + ", " +
+                              std::to_string(spec.padding[0][1]) + "], [" +
+                              std::to_string(spec.padding[1][0]) + ", " +
+                              std::to_string(spec.padding[1][1]) + "]]> : tensor<2x2xi64>";
+  return emit.emit(
+      "\"stablehlo.convolution\"(" + lhs.name + ", " + rhs.name +
+          ") {batch_group_count = 1 : i64, dimension_numbers = #stablehlo.conv<" + spec.layout +
+          ">, feature_group_count = 1 : i64, lhs_dilation = " + pair(spec.lhs_dilation) +
+          ", padding = " + padding + ", rhs_dilation = " + pair(spec.rhs_dilation) +
+          ", window_strides = " + pair(spec.strides) + "} : (" + StablehloEmitter::type(lhs) +
+          ", " + StablehloEmitter::type(rhs) + ") -> " + StablehloEmitter::type(shape, dtype),
+      shape, dtype);
+}
+
+// 1 + d (n - 1): the extent of n cells spread d apart (0 for none).
+std::int64_t dilated(std::int64_t extent, std::int64_t dilation) {
+  return extent == 0 ? 0 : 1 + dilation * (extent - 1);
+}
+
+std::vector<StablehloValue> lower_conv2d(StablehloEmitter& emit, std::span<const StablehloValue> in,
+                                         std::span<const TensorMeta> out, const Attrs& attrs) {
+  const Conv2DAttrs& options = op_attrs<OpKind::conv2d>(attrs);
+  const Window2D geometry = conv_window("conv2d", in[0].shape, in[1].shape, options);
+  ConvolutionSpec spec{
+      "[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]", options.strides, {}, {1, 1}, options.dilations};
+  for (std::size_t axis = 0; axis < 2; ++axis)
+    spec.padding[axis] = {geometry.pad_before[axis], geometry.pad_after[axis]};
+  const Shape& shape = out[0].shape;
+  StablehloValue y = convolution(emit, in[0], in[1], spec, shape, out[0].dtype);
+  if (in.size() == 3) {
+    y = emit.elementwise("stablehlo.add", {y, emit.broadcast(in[2], shape)}, out[0].dtype);
+  }
+  if (options.fused_relu) {
+    y = emit.elementwise("stablehlo.maximum", {y, emit.constant(0.0, shape, out[0].dtype)},
+                         out[0].dtype);
+  }
+  return {y};
+}
+
+// dx: dy dilated by the strides, convolved with the filter reversed in space and with its
+// channel axes swapped, padded so that each input cell sees every output it fed.
+std::vector<StablehloValue> lower_conv2d_backward_input(StablehloEmitter& emit,
+                                                        std::span<const StablehloValue> in,
+                                                        std::span<const TensorMeta> out,
+                                                        const Attrs& attrs) {
+  const Conv2DBackwardInputAttrs& options = op_attrs<OpKind::conv2d_backward_input>(attrs);
+  const Window2D geometry =
+      conv_window("conv2d_backward_input", options.input_shape, in[1].shape, options);
+  const StablehloValue& filter = in[1];
+  const StablehloValue reversed =
+      emit.emit("\"stablehlo.reverse\"(" + filter.name + ") {dimensions = array<i64: 0, 1>} : (" +
+                    StablehloEmitter::type(filter) + ") -> " + StablehloEmitter::type(filter),
+                filter.shape, filter.dtype);
+  ConvolutionSpec spec{
+      "[b, 0, 1, f]x[0, 1, o, i]->[b, 0, 1, f]", {1, 1}, {}, options.strides, options.dilations};
+  const std::array<std::int64_t, 2> in_extent{geometry.in_h, geometry.in_w};
+  const std::array<std::int64_t, 2> out_extent{geometry.out_h, geometry.out_w};
+  const std::array<std::int64_t, 2> kernel{geometry.k_h, geometry.k_w};
+  for (std::size_t axis = 0; axis < 2; ++axis) {
+    const std::int64_t kernel_extent = dilated(kernel[axis], options.dilations[axis]);
+    const std::int64_t before = kernel_extent - geometry.pad_before[axis] - 1;
+    const std::int64_t after = in_extent[axis] + kernel_extent - 1 -
+                               dilated(out_extent[axis], options.strides[axis]) - before;
+    spec.padding[axis] = {before, after};
+  }
+  return {convolution(emit, in[0], reversed, spec, out[0].shape, out[0].dtype)};
+}
+
+// d filter: x with its batch and channel axes swapped convolved with dy as the window, the
+// strides becoming the window's dilation; d bias: dy summed over all but its channels.
+std::vector<StablehloValue> lower_conv2d_backward_filter(StablehloEmitter& emit,
+                                                         std::span<const StablehloValue> in,
+                                                         std::span<const TensorMeta> out,
+                                                         const Attrs& attrs) {
+  const Conv2DBackwardFilterAttrs& options = op_attrs<OpKind::conv2d_backward_filter>(attrs);
+  const Window2D geometry =
+      conv_window("conv2d_backward_filter", in[0].shape, options.filter_shape, options);
+  ConvolutionSpec spec{
+      "[f, 0, 1, b]x[i, 0, 1, o]->[0, 1, b, f]", options.dilations, {}, {1, 1}, options.strides};
+  const std::array<std::int64_t, 2> in_extent{geometry.in_h, geometry.in_w};
+  const std::array<std::int64_t, 2> out_extent{geometry.out_h, geometry.out_w};
+  const std::array<std::int64_t, 2> kernel{geometry.k_h, geometry.k_w};
+  for (std::size_t axis = 0; axis < 2; ++axis) {
+    const std::int64_t low = geometry.pad_before[axis];
+    const std::int64_t high = dilated(out_extent[axis], options.strides[axis]) - in_extent[axis] +
+                              dilated(kernel[axis], options.dilations[axis]) - low - 1;
+    spec.padding[axis] = {low, high};
+  }
+  std::vector<StablehloValue> results{
+      convolution(emit, in[0], in[1], spec, out[0].shape, out[0].dtype)};
+  if (options.with_bias) results.push_back(emit.reduce(in[1], {0, 1, 2}, "stablehlo.add", 0.0));
+  return results;
+}
+
 }  // namespace
 
 std::vector<OpDef> define_conv_ops() {
   using K = OpKind;
   return op_family<k_conv_ops>(
-      OpRules<K::conv2d>{2, 3, infer_conv2d, grad_conv2d, cost_conv2d},
+      OpRules<K::conv2d>{2, 3, infer_conv2d, grad_conv2d, cost_conv2d, lower_conv2d},
       OpRules<K::conv2d_backward_input>{2, 2, infer_conv2d_backward_input, nullptr,
-                                        cost_conv2d_backward_input},
+                                        cost_conv2d_backward_input, lower_conv2d_backward_input},
       OpRules<K::conv2d_backward_filter>{2, 2, infer_conv2d_backward_filter, nullptr,
-                                         cost_conv2d_backward_filter});
+                                         cost_conv2d_backward_filter,
+                                         lower_conv2d_backward_filter});
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& filter, const Conv2DOptions& options) {
