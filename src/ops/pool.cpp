@@ -1,6 +1,8 @@
 // 2-D pooling over NHWC tensors: max and average pooling with their backward ops, and global
 // average pooling. Forward wrappers, definitions and gradient rules side by side; the geometry
 // lives in ops/window.h, shared with convolution and the kernels.
+#include <array>
+#include <limits>
 #include <string>
 
 #include "ops/op_attrs.h"
@@ -99,6 +101,159 @@ std::vector<Tensor> grad_global_avg_pool(const GradContext& c) {
 
 // ---- StableHLO ----
 
+// stablehlo.reduce_window over the window of `options` (NHWC: 1 x KH x KW x 1), with `padding`
+// per axis of x, from `init`.
+StablehloValue reduce_window(StablehloEmitter& emit, const StablehloValue& x, const std::string& op,
+                             double init, const std::array<std::int64_t, 2>& window,
+                             const std::array<std::int64_t, 2>& strides,
+                             const std::vector<std::array<std::int64_t, 2>>& padding,
+                             const Shape& shape) {
+  const StablehloValue start = emit.constant(init, {}, x.dtype);
+  return emit.emit(
+      "\"stablehlo.reduce_window\"(" + x.name + ", " + start.name + ") (" +
+          emit.binary_region(op, x.dtype) + ") {padding = " + StablehloEmitter::padding(padding) +
+          ", window_dimensions = " + StablehloEmitter::i64_array({1, window[0], window[1], 1}) +
+          ", window_strides = " + StablehloEmitter::i64_array({1, strides[0], strides[1], 1}) +
+          "} : (" + StablehloEmitter::type(x) + ", " + StablehloEmitter::type(start) + ") -> " +
+          StablehloEmitter::type(shape, x.dtype),
+      shape, x.dtype);
+}
+
+// The (low, high) padding of each NHWC axis of the pooled input.
+std::vector<std::array<std::int64_t, 2>> pool_padding(const Window2D& geometry) {
+  return {{0, 0},
+          {geometry.pad_before[0], geometry.pad_after[0]},
+          {geometry.pad_before[1], geometry.pad_after[1]},
+          {0, 0}};
+}
+
+// How many real (unpadded) cells each window of avg pooling covers: a window sum of ones.
+StablehloValue window_counts(StablehloEmitter& emit, const Shape& input_shape, DType dtype,
+                             const Pool2DOptions& options, const Window2D& geometry,
+                             const Shape& shape) {
+  return reduce_window(emit, emit.constant(1.0, input_shape, dtype), "stablehlo.add", 0.0,
+                       options.window, options.strides, pool_padding(geometry), shape);
+}
+
+template <OpKind kKind>
+std::vector<StablehloValue> lower_pool(StablehloEmitter& emit, std::span<const StablehloValue> in,
+                                       std::span<const TensorMeta> out, const Attrs& attrs) {
+  const StablehloValue& x = in[0];
+  const Pool2DOptions& options = op_attrs<kKind>(attrs);
+  const Window2D geometry = pool_window(op_name(kKind), x.shape, options);
+  const Shape& shape = out[0].shape;
+  if (kKind == OpKind::max_pool2d) {
+    return {reduce_window(emit, x, "stablehlo.maximum", -std::numeric_limits<double>::infinity(),
+                          options.window, options.strides, pool_padding(geometry), shape)};
+  }
+  const StablehloValue total = reduce_window(emit, x, "stablehlo.add", 0.0, options.window,
+                                             options.strides, pool_padding(geometry), shape);
+  return {emit.elementwise("stablehlo.divide",
+                           {total, window_counts(emit, x.shape, x.dtype, options, geometry, shape)},
+                           out[0].dtype)};
+}
+
+// dx: each dy to the first largest cell of its window, as select_and_scatter does on x padded
+// with -inf (so no padded cell is ever chosen), then the padding sliced away.
+std::vector<StablehloValue> lower_max_pool_backward(StablehloEmitter& emit,
+                                                    std::span<const StablehloValue> in,
+                                                    std::span<const TensorMeta> out,
+                                                    const Attrs& attrs) {
+  const StablehloValue& dy = in[0];
+  const StablehloValue& x = in[1];
+  const Pool2DOptions& options = op_attrs<OpKind::max_pool2d_backward>(attrs);
+  const Window2D geometry = pool_window("max_pool2d_backward", x.shape, options);
+  const std::vector<std::array<std::int64_t, 2>> padding = pool_padding(geometry);
+  Shape padded_shape = x.shape;
+  std::vector<std::int64_t> low;
+  std::vector<std::int64_t> high;
+  for (std::size_t axis = 0; axis < 4; ++axis) {
+    padded_shape[axis] += padding[axis][0] + padding[axis][1];
+    low.push_back(padding[axis][0]);
+    high.push_back(padding[axis][1]);
+  }
+  const StablehloValue lowest =
+      emit.constant(-std::numeric_limits<double>::infinity(), {}, x.dtype);
+  const StablehloValue padded =
+      emit.emit("\"stablehlo.pad\"(" + x.name + ", " + lowest.name +
+                    ") {edge_padding_low = " + StablehloEmitter::i64_array(low) +
+                    ", edge_padding_high = " + StablehloEmitter::i64_array(high) +
+                    ", interior_padding = " + StablehloEmitter::i64_array({0, 0, 0, 0}) + "} : (" +
+                    StablehloEmitter::type(x) + ", " + StablehloEmitter::type(lowest) + ") -> " +
+                    StablehloEmitter::type(padded_shape, x.dtype),
+                padded_shape, x.dtype);
+  const StablehloValue zero = emit.constant(0.0, {}, dy.dtype);
+  const StablehloValue scattered = emit.emit(
+      "\"stablehlo.select_and_scatter\"(" + padded.name + ", " + dy.name + ", " + zero.name +
+          ") (" + emit.binary_region("stablehlo.compare", x.dtype, "GE") + ", " +
+          emit.binary_region("stablehlo.add", dy.dtype) + ") {window_dimensions = " +
+          StablehloEmitter::i64_array({1, options.window[0], options.window[1], 1}) +
+          ", window_strides = " +
+          StablehloEmitter::i64_array({1, options.strides[0], options.strides[1], 1}) + "} : (" +
+          StablehloEmitter::type(padded) + ", " + StablehloEmitter::type(dy) + ", " +
+          StablehloEmitter::type(zero) + ") -> " + StablehloEmitter::type(padded_shape, dy.dtype),
+      padded_shape, dy.dtype);
+  std::vector<std::int64_t> limit;
+  for (std::size_t axis = 0; axis < 4; ++axis)
+    limit.push_back(low[axis] + x.shape[axis]);
+  return {emit.emit("\"stablehlo.slice\"(" + scattered.name +
+                        ") {start_indices = " + StablehloEmitter::i64_array(low) +
+                        ", limit_indices = " + StablehloEmitter::i64_array(limit) +
+                        ", strides = " + StablehloEmitter::i64_array({1, 1, 1, 1}) + "} : (" +
+                        StablehloEmitter::type(scattered) + ") -> " +
+                        StablehloEmitter::type(out[0].shape, out[0].dtype),
+                    out[0].shape, out[0].dtype)};
+}
+
+// dx: dy divided by its windows' counts, spread back over each window: the transpose of a
+// window sum, which pads the (stride-dilated) gradient and sums windows of stride 1
+// (jax/_src/lax/windowed_reductions.py).
+std::vector<StablehloValue> lower_avg_pool_backward(StablehloEmitter& emit,
+                                                    std::span<const StablehloValue> in,
+                                                    std::span<const TensorMeta> out,
+                                                    const Attrs& attrs) {
+  const StablehloValue& dy = in[0];
+  const AvgPool2DBackwardAttrs& options = op_attrs<OpKind::avg_pool2d_backward>(attrs);
+  const Window2D geometry = pool_window("avg_pool2d_backward", options.input_shape, options);
+  const StablehloValue share = emit.elementwise(
+      "stablehlo.divide",
+      {dy, window_counts(emit, options.input_shape, dy.dtype, options, geometry, dy.shape)},
+      dy.dtype);
+  const std::array<std::int64_t, 2> in_extent{geometry.in_h, geometry.in_w};
+  const std::array<std::int64_t, 2> out_extent{geometry.out_h, geometry.out_w};
+  std::vector<std::int64_t> low{0};
+  std::vector<std::int64_t> high{0};
+  std::vector<std::int64_t> interior{0};
+  Shape padded_shape{dy.shape[0]};
+  for (std::size_t axis = 0; axis < 2; ++axis) {
+    const std::int64_t window = options.window[axis];
+    const std::int64_t stride = options.strides[axis];
+    const std::int64_t dilated_out =
+        out_extent[axis] == 0 ? 0 : 1 + stride * (out_extent[axis] - 1);
+    const std::int64_t before = window - geometry.pad_before[axis] - 1;
+    const std::int64_t after = in_extent[axis] + window - 1 - dilated_out - before;
+    low.push_back(before);
+    high.push_back(after);
+    interior.push_back(stride - 1);
+    padded_shape.push_back(dilated_out + before + after);
+  }
+  low.push_back(0);
+  high.push_back(0);
+  interior.push_back(0);
+  padded_shape.push_back(dy.shape[3]);
+  const StablehloValue zero = emit.constant(0.0, {}, dy.dtype);
+  const StablehloValue padded =
+      emit.emit("\"stablehlo.pad\"(" + share.name + ", " + zero.name +
+                    ") {edge_padding_low = " + StablehloEmitter::i64_array(low) +
+                    ", edge_padding_high = " + StablehloEmitter::i64_array(high) +
+                    ", interior_padding = " + StablehloEmitter::i64_array(interior) + "} : (" +
+                    StablehloEmitter::type(share) + ", " + StablehloEmitter::type(zero) + ") -> " +
+                    StablehloEmitter::type(padded_shape, dy.dtype),
+                padded_shape, dy.dtype);
+  return {reduce_window(emit, padded, "stablehlo.add", 0.0, options.window, {1, 1},
+                        {{0, 0}, {0, 0}, {0, 0}, {0, 0}}, out[0].shape)};
+}
+
 // The mean over H and W of (N, H, W, C).
 std::vector<StablehloValue> lower_global_avg_pool(StablehloEmitter& emit,
                                                   std::span<const StablehloValue> in,
@@ -115,10 +270,12 @@ std::vector<StablehloValue> lower_global_avg_pool(StablehloEmitter& emit,
 std::vector<OpDef> define_pool_ops() {
   using K = OpKind;
   return op_family<k_pool_ops>(
-      OpRules<K::max_pool2d>{1, 1, infer_pool, grad_max_pool, cost_pool},
-      OpRules<K::max_pool2d_backward>{2, 2, infer_max_pool_backward, nullptr, cost_pool_backward},
-      OpRules<K::avg_pool2d>{1, 1, infer_pool, grad_avg_pool, cost_pool},
-      OpRules<K::avg_pool2d_backward>{1, 1, infer_avg_pool_backward, nullptr, cost_pool_backward},
+      OpRules<K::max_pool2d>{1, 1, infer_pool, grad_max_pool, cost_pool, lower_pool<K::max_pool2d>},
+      OpRules<K::max_pool2d_backward>{2, 2, infer_max_pool_backward, nullptr, cost_pool_backward,
+                                      lower_max_pool_backward},
+      OpRules<K::avg_pool2d>{1, 1, infer_pool, grad_avg_pool, cost_pool, lower_pool<K::avg_pool2d>},
+      OpRules<K::avg_pool2d_backward>{1, 1, infer_avg_pool_backward, nullptr, cost_pool_backward,
+                                      lower_avg_pool_backward},
       OpRules<K::global_avg_pool2d>{1, 1, infer_global_avg_pool, grad_global_avg_pool,
                                     cost_global_avg_pool, lower_global_avg_pool});
 }

@@ -144,18 +144,37 @@ StablehloValue StablehloEmitter::reduce(const StablehloValue& value,
     }
   }
   const StablehloValue start = constant(init, {}, value.dtype);
-  const std::string scalar = type({}, value.dtype);
-  // The region's block arguments get fresh names: MLIR does not let them shadow outer values.
+  return emit("\"stablehlo.reduce\"(" + value.name + ", " + start.name + ") (" +
+                  binary_region(op, value.dtype) + ") {dimensions = " + i64_array(axes) + "} : (" +
+                  type(value) + ", " + type({}, value.dtype) + ") -> " + type(reduced, value.dtype),
+              reduced, value.dtype);
+}
+
+std::string StablehloEmitter::binary_region(const std::string& op, DType dtype,
+                                            const std::string& comparison) {
+  const std::string scalar = type({}, dtype);
+  // Fresh names for the block's arguments: MLIR does not let them shadow outer values.
   const std::string left = fresh();
   const std::string right = fresh();
   const std::string combined = fresh();
-  return emit("\"stablehlo.reduce\"(" + value.name + ", " + start.name + ") ({\n    ^bb0(" + left +
-                  ": " + scalar + ", " + right + ": " + scalar + "):\n      " + combined + " = \"" +
-                  op + "\"(" + left + ", " + right + ") : (" + scalar + ", " + scalar + ") -> " +
-                  scalar + "\n      \"stablehlo.return\"(" + combined + ") : (" + scalar +
-                  ") -> ()\n    }) {dimensions = " + i64_array(axes) + "} : (" + type(value) +
-                  ", " + scalar + ") -> " + type(reduced, value.dtype),
-              reduced, value.dtype);
+  const std::string result = comparison.empty() ? scalar : type({}, DType::boolean);
+  const std::string attributes =
+      comparison.empty()
+          ? ""
+          : " {comparison_direction = #stablehlo<comparison_direction " + comparison + ">}";
+  return "{\n    ^bb0(" + left + ": " + scalar + ", " + right + ": " + scalar + "):\n      " +
+         combined + " = \"" + op + "\"(" + left + ", " + right + ")" + attributes + " : (" +
+         scalar + ", " + scalar + ") -> " + result + "\n      \"stablehlo.return\"(" + combined +
+         ") : (" + result + ") -> ()\n    }";
+}
+
+std::string StablehloEmitter::padding(const std::vector<std::array<std::int64_t, 2>>& low_high) {
+  std::string text = "dense<[";
+  for (std::size_t axis = 0; axis < low_high.size(); ++axis) {
+    text += (axis ? ", [" : "[") + std::to_string(low_high[axis][0]) + ", " +
+            std::to_string(low_high[axis][1]) + "]";
+  }
+  return text + "]> : tensor<" + std::to_string(low_high.size()) + "x2xi64>";
 }
 
 std::string StablehloEmitter::i64_array(const std::vector<std::int64_t>& values) {

@@ -3,7 +3,9 @@
 // lowering per primitive), writes the op as StableHLO (MLIR text) into a function body that an
 // emitter builds. The compile layer lowers a whole graph with these rules into one module
 // (compile/stablehlo_module.h), which a PJRT plugin compiles for XLA:CPU, XLA:GPU or a TPU.
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,6 +59,12 @@ class StablehloEmitter {
   // `value` reduced over `axes` with the binary op `op` ("stablehlo.add") from `init`.
   StablehloValue reduce(const StablehloValue& value, const std::vector<std::int64_t>& axes,
                         const std::string& op, double init);
+
+  // The region of a reduction: "{ ^bb0(%a: tensor<f32>, %b: ...): ... }" combining two
+  // scalars with `op`, or comparing them with `comparison` ("GE") when that is given.
+  std::string binary_region(const std::string& op, DType dtype, const std::string& comparison = "");
+  // "dense<[[0, 0], [1, 1]]> : tensor<2x2xi64>": (low, high) per axis.
+  static std::string padding(const std::vector<std::array<std::int64_t, 2>>& low_high);
 
   // "array<i64: 1, 2>", the attribute form of an extent or axis list.
   static std::string i64_array(const std::vector<std::int64_t>& values);

@@ -20,8 +20,8 @@ const std::vector<OpKind>& ops_without_lowering_yet() {
   static const std::vector<OpKind> ops{
       // clang-format off
       K::argmax, K::gather, K::scatter_add,
-      K::max_pool2d, K::max_pool2d_backward, K::avg_pool2d,
-      K::avg_pool2d_backward, K::batch_norm, K::batch_norm_backward, K::layer_norm,
+     
+      K::batch_norm, K::batch_norm_backward, K::layer_norm,
       K::layer_norm_backward, K::dropout, K::sgd_update, K::adam_update
       // clang-format on
   };
