@@ -131,14 +131,97 @@ std::vector<Tensor> grad_layer_norm(const GradContext& c) {
   return grads;
 }
 
+// ---- StableHLO ----
+
+// Rows of x (its last axis) in the parameters' dtype, as the CPU kernels compute them.
+struct RowStatistics {
+  StablehloEmitter& emit;
+  Shape shape;    // x's
+  DType compute;  // the parameters' dtype
+  std::int64_t axis = 0;
+  double width = 1;  // elements per row
+
+  RowStatistics(StablehloEmitter& emitter, const StablehloValue& x, DType parameters)
+      : emit(emitter),
+        shape(x.shape),
+        compute(parameters),
+        axis(static_cast<std::int64_t>(x.shape.size()) - 1),
+        width(static_cast<double>(x.shape.back())) {}
+  StablehloValue op(const char* name, const StablehloValue& a, const StablehloValue& b) const {
+    return emit.elementwise(name, {a, b}, a.dtype);
+  }
+  // One value per row, to x's shape.
+  StablehloValue spread_rows(const StablehloValue& rows) const {
+    std::vector<std::int64_t> dims;
+    for (std::int64_t kept = 0; kept < axis; ++kept)
+      dims.push_back(kept);
+    return emit.broadcast_in_dim(rows, shape, dims);
+  }
+  StablehloValue row_mean(const StablehloValue& value) const {
+    const StablehloValue total = emit.reduce(value, {axis}, "stablehlo.add", 0.0);
+    return op("stablehlo.divide", total, emit.constant(width, total.shape, compute));
+  }
+  // Summed over every row: a feature's total.
+  StablehloValue feature_sum(const StablehloValue& value) const {
+    std::vector<std::int64_t> rows;
+    for (std::int64_t kept = 0; kept < axis; ++kept)
+      rows.push_back(kept);
+    return emit.reduce(value, rows, "stablehlo.add", 0.0);
+  }
+};
+
+// (x, gamma, beta) -> (y, mean, rstd): y = (x - mean) rstd gamma + beta per row.
+std::vector<StablehloValue> lower_layer_norm(StablehloEmitter& emit,
+                                             std::span<const StablehloValue> in,
+                                             std::span<const TensorMeta> out, const Attrs& attrs) {
+  const double epsilon = op_attrs<OpKind::layer_norm>(attrs).epsilon;
+  const RowStatistics rows(emit, in[0], in[1].dtype);
+  const StablehloValue x = emit.convert(in[0], rows.compute);
+  const StablehloValue mean = rows.row_mean(x);
+  const StablehloValue centered = rows.op("stablehlo.subtract", x, rows.spread_rows(mean));
+  const StablehloValue variance = rows.row_mean(rows.op("stablehlo.multiply", centered, centered));
+  const StablehloValue rstd = emit.elementwise(
+      "stablehlo.rsqrt",
+      {rows.op("stablehlo.add", variance, emit.constant(epsilon, variance.shape, rows.compute))},
+      rows.compute);
+  const StablehloValue normalised = rows.op("stablehlo.multiply", centered, rows.spread_rows(rstd));
+  const StablehloValue y = rows.op(
+      "stablehlo.add", rows.op("stablehlo.multiply", normalised, emit.broadcast(in[1], rows.shape)),
+      emit.broadcast(in[2], rows.shape));
+  return {emit.convert(y, out[0].dtype), mean, rstd};
+}
+
+// (dy, x, gamma, mean, rstd) -> (dx, d_gamma, d_beta) with g = dy gamma:
+// dx = rstd (g - mean(g) - x_hat mean(g x_hat)) per row.
+std::vector<StablehloValue> lower_layer_norm_backward(StablehloEmitter& emit,
+                                                      std::span<const StablehloValue> in,
+                                                      std::span<const TensorMeta> out,
+                                                      const Attrs&) {
+  const RowStatistics rows(emit, in[1], in[2].dtype);
+  const StablehloValue dy = emit.convert(in[0], rows.compute);
+  const StablehloValue x = emit.convert(in[1], rows.compute);
+  const StablehloValue rstd = rows.spread_rows(in[4]);
+  const StablehloValue x_hat = rows.op(
+      "stablehlo.multiply", rows.op("stablehlo.subtract", x, rows.spread_rows(in[3])), rstd);
+  const StablehloValue d_gamma = rows.feature_sum(rows.op("stablehlo.multiply", dy, x_hat));
+  const StablehloValue d_beta = rows.feature_sum(dy);
+  const StablehloValue g = rows.op("stablehlo.multiply", dy, emit.broadcast(in[2], rows.shape));
+  const StablehloValue inner = rows.op(
+      "stablehlo.subtract", rows.op("stablehlo.subtract", g, rows.spread_rows(rows.row_mean(g))),
+      rows.op("stablehlo.multiply", x_hat,
+              rows.spread_rows(rows.row_mean(rows.op("stablehlo.multiply", g, x_hat)))));
+  return {emit.convert(rows.op("stablehlo.multiply", rstd, inner), out[0].dtype), d_gamma, d_beta};
+}
+
 }  // namespace
 
 std::vector<OpDef> define_layer_norm_ops() {
   return op_family<k_layer_norm_ops>(
-      OpRules<OpKind::layer_norm>{3, 3, infer_layer_norm, grad_layer_norm, layer_norm_cost},
+      OpRules<OpKind::layer_norm>{3, 3, infer_layer_norm, grad_layer_norm, layer_norm_cost,
+                                  lower_layer_norm},
       // Not differentiable itself: no second-order gradients through layer norm.
       OpRules<OpKind::layer_norm_backward>{5, 5, infer_layer_norm_backward, nullptr,
-                                           layer_norm_backward_cost});
+                                           layer_norm_backward_cost, lower_layer_norm_backward});
 }
 
 LayerNormResult layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,

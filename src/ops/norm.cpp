@@ -158,14 +158,111 @@ std::vector<Tensor> grad_batch_norm(const GradContext& c) {
   return c.inputs.size() == 3 ? grad_batch_norm_training(c) : grad_batch_norm_inference(c);
 }
 
+// ---- StableHLO ----
+
+// The statistics of the channels over every other axis, in the parameters' dtype (f32 for a
+// bf16 or f16 x, as the CPU kernels compute them): x converted, normalised, converted back.
+struct ChannelStatistics {
+  StablehloEmitter& emit;
+  Shape shape;                     // x's
+  DType compute;                   // the parameters' dtype
+  std::vector<std::int64_t> axes;  // all but the last
+  double count = 1;                // elements per channel
+
+  ChannelStatistics(StablehloEmitter& emitter, const StablehloValue& x, DType parameters)
+      : emit(emitter), shape(x.shape), compute(parameters) {
+    for (std::size_t axis = 0; axis + 1 < shape.size(); ++axis) {
+      axes.push_back(static_cast<std::int64_t>(axis));
+      count *= static_cast<double>(shape[axis]);
+    }
+  }
+  StablehloValue op(const char* name, const StablehloValue& a, const StablehloValue& b) const {
+    return emit.elementwise(name, {a, b}, a.dtype);
+  }
+  // (C,) to x's shape.
+  StablehloValue spread(const StablehloValue& channels) const {
+    return emit.broadcast(channels, shape);
+  }
+  StablehloValue channel_sum(const StablehloValue& value) const {
+    return emit.reduce(value, axes, "stablehlo.add", 0.0);
+  }
+  StablehloValue channel_mean(const StablehloValue& value) const {
+    const StablehloValue total = channel_sum(value);
+    return op("stablehlo.divide", total, emit.constant(count, total.shape, compute));
+  }
+  StablehloValue inverse_std(const StablehloValue& variance, double epsilon) const {
+    return emit.elementwise(
+        "stablehlo.rsqrt",
+        {op("stablehlo.add", variance, emit.constant(epsilon, variance.shape, compute))}, compute);
+  }
+};
+
+// Training: (x, gamma, beta) -> (y, mean, biased variance); inference: (x, gamma, beta, mean,
+// variance) -> y. y = (x - mean) / sqrt(variance + epsilon) * gamma + beta.
+std::vector<StablehloValue> lower_batch_norm(StablehloEmitter& emit,
+                                             std::span<const StablehloValue> in,
+                                             std::span<const TensorMeta> out, const Attrs& attrs) {
+  const double epsilon = op_attrs<OpKind::batch_norm>(attrs).epsilon;
+  const ChannelStatistics stats(emit, in[0], in[1].dtype);
+  const StablehloValue x = emit.convert(in[0], stats.compute);
+  const bool training = in.size() == 3;
+  StablehloValue mean = training ? stats.channel_mean(x) : in[3];
+  const StablehloValue centered = stats.op("stablehlo.subtract", x, stats.spread(mean));
+  StablehloValue variance =
+      training ? stats.channel_mean(stats.op("stablehlo.multiply", centered, centered)) : in[4];
+  const StablehloValue normalised =
+      stats.op("stablehlo.multiply", centered, stats.spread(stats.inverse_std(variance, epsilon)));
+  const StablehloValue y =
+      stats.op("stablehlo.add", stats.op("stablehlo.multiply", normalised, stats.spread(in[1])),
+               stats.spread(in[2]));
+  std::vector<StablehloValue> results{emit.convert(y, out[0].dtype)};
+  if (training) {
+    results.push_back(mean);
+    results.push_back(variance);
+  }
+  return results;
+}
+
+// (dy, x, gamma, mean, variance) -> (dx, d_gamma, d_beta). In training the statistics depend on
+// x: dx = gamma inv / M (M dy - d_beta - x_hat d_gamma); otherwise dx = dy gamma inv.
+std::vector<StablehloValue> lower_batch_norm_backward(StablehloEmitter& emit,
+                                                      std::span<const StablehloValue> in,
+                                                      std::span<const TensorMeta> out,
+                                                      const Attrs& attrs) {
+  const BatchNormBackwardAttrs& options = op_attrs<OpKind::batch_norm_backward>(attrs);
+  const ChannelStatistics stats(emit, in[1], in[2].dtype);
+  const StablehloValue dy = emit.convert(in[0], stats.compute);
+  const StablehloValue x = emit.convert(in[1], stats.compute);
+  const StablehloValue inverse = stats.spread(stats.inverse_std(in[4], options.epsilon));
+  const StablehloValue x_hat = stats.op(
+      "stablehlo.multiply", stats.op("stablehlo.subtract", x, stats.spread(in[3])), inverse);
+  const StablehloValue d_beta = stats.channel_sum(dy);
+  const StablehloValue d_gamma = stats.channel_sum(stats.op("stablehlo.multiply", dy, x_hat));
+  const StablehloValue scale = stats.op("stablehlo.multiply", stats.spread(in[2]), inverse);
+  StablehloValue dx;
+  if (options.training) {
+    const StablehloValue count = emit.constant(stats.count, stats.shape, stats.compute);
+    const StablehloValue inner =
+        stats.op("stablehlo.subtract",
+                 stats.op("stablehlo.subtract", stats.op("stablehlo.multiply", count, dy),
+                          stats.spread(d_beta)),
+                 stats.op("stablehlo.multiply", x_hat, stats.spread(d_gamma)));
+    dx = stats.op("stablehlo.divide", stats.op("stablehlo.multiply", scale, inner), count);
+  } else {
+    dx = stats.op("stablehlo.multiply", dy, scale);
+  }
+  return {emit.convert(dx, out[0].dtype), d_gamma, d_beta};
+}
+
 }  // namespace
 
 std::vector<OpDef> define_norm_ops() {
   return op_family<k_norm_ops>(
-      OpRules<OpKind::batch_norm>{3, 5, infer_batch_norm, grad_batch_norm, batch_norm_cost},
+      OpRules<OpKind::batch_norm>{3, 5, infer_batch_norm, grad_batch_norm, batch_norm_cost,
+                                  lower_batch_norm},
       // Not differentiable itself: no second-order gradients through batch norm.
       OpRules<OpKind::batch_norm_backward>{5, 5, infer_batch_norm_backward, nullptr,
-                                           batch_norm_backward_cost});
+                                           batch_norm_backward_cost, lower_batch_norm_backward});
 }
 
 BatchNormTrainingResult batch_norm_training(const Tensor& x, const Tensor& gamma,
