@@ -89,12 +89,67 @@ std::vector<Tensor> grad_scatter_add(const GradContext& c) {
   return {gather(c.output_grads[0], c.inputs[1]), Tensor()};
 }
 
+// ---- StableHLO ----
+
+// "[3, 4]": the axes from `first` to `last` - 1.
+std::string axis_range(std::size_t first, std::size_t last) {
+  std::string text = "[";
+  for (std::size_t axis = first; axis < last; ++axis)
+    text += (axis > first ? ", " : "") + std::to_string(axis);
+  return text + "]";
+}
+
+// One row of params per index: stablehlo.gather with the indices' trailing axis implicit.
+// Indices outside [0, V) are clamped by XLA; the CPU and CUDA kernels refuse them.
+std::vector<StablehloValue> lower_gather(StablehloEmitter& emit, std::span<const StablehloValue> in,
+                                         std::span<const TensorMeta> out, const Attrs&) {
+  const StablehloValue& params = in[0];
+  const StablehloValue& indices = in[1];
+  const std::size_t index_rank = indices.shape.size();
+  std::vector<std::int64_t> slice{1};
+  slice.insert(slice.end(), params.shape.begin() + 1, params.shape.end());
+  return {emit.emit(
+      "\"stablehlo.gather\"(" + params.name + ", " + indices.name +
+          ") {dimension_numbers = #stablehlo.gather<offset_dims = " +
+          axis_range(index_rank, out[0].shape.size()) +
+          ", collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = " +
+          std::to_string(index_rank) +
+          ">, indices_are_sorted = false, slice_sizes = " + StablehloEmitter::i64_array(slice) +
+          "} : (" + StablehloEmitter::type(params) + ", " + StablehloEmitter::type(indices) +
+          ") -> " + StablehloEmitter::type(out[0].shape, out[0].dtype),
+      out[0].shape, out[0].dtype)};
+}
+
+// The updates added into rows of zeros by their indices (the adjoint of gather). Indices
+// outside [0, rows) are dropped by XLA; the CPU and CUDA kernels refuse them.
+std::vector<StablehloValue> lower_scatter_add(StablehloEmitter& emit,
+                                              std::span<const StablehloValue> in,
+                                              std::span<const TensorMeta> out, const Attrs&) {
+  const StablehloValue& updates = in[0];
+  const StablehloValue& indices = in[1];
+  const std::size_t index_rank = indices.shape.size();
+  const StablehloValue zeros = emit.constant(0.0, out[0].shape, out[0].dtype);
+  return {emit.emit(
+      "\"stablehlo.scatter\"(" + zeros.name + ", " + indices.name + ", " + updates.name + ") (" +
+          emit.binary_region("stablehlo.add", out[0].dtype) +
+          ") {indices_are_sorted = false, scatter_dimension_numbers = "
+          "#stablehlo.scatter<update_window_dims = " +
+          axis_range(index_rank, updates.shape.size()) +
+          ", inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = " +
+          std::to_string(index_rank) + ">, unique_indices = false} : (" +
+          StablehloEmitter::type(zeros) + ", " + StablehloEmitter::type(indices) + ", " +
+          StablehloEmitter::type(updates) + ") -> " +
+          StablehloEmitter::type(out[0].shape, out[0].dtype),
+      out[0].shape, out[0].dtype)};
+}
+
 }  // namespace
 
 std::vector<OpDef> define_gather_ops() {
   return op_family<k_gather_ops>(
-      OpRules<OpKind::gather>{2, 2, infer_gather, grad_gather, gather_cost},
-      OpRules<OpKind::scatter_add>{2, 2, infer_scatter_add, grad_scatter_add, scatter_add_cost});
+      OpRules<OpKind::gather>{2, 2, infer_gather, grad_gather, gather_cost, lower_gather},
+      OpRules<OpKind::scatter_add>{2, 2, infer_scatter_add, grad_scatter_add, scatter_add_cost,
+                                   lower_scatter_add});
 }
 
 Tensor gather(const Tensor& params, const Tensor& indices) {

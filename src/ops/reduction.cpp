@@ -148,6 +148,55 @@ std::vector<StablehloValue> lower_reduce(StablehloEmitter& emit, std::span<const
   return {emit.reshape(result, out[0].shape)};
 }
 
+// A reduce over (value, index) pairs keeping the larger value, and on a tie the smaller index:
+// the first maximum, as the kernels (and TensorFlow) give it.
+std::vector<StablehloValue> lower_argmax(StablehloEmitter& emit, std::span<const StablehloValue> in,
+                                         std::span<const TensorMeta> out, const Attrs& attrs) {
+  const StablehloValue& x = in[0];
+  std::int64_t axis = op_attrs<OpKind::argmax>(attrs).axis;
+  if (axis < 0) axis += static_cast<std::int64_t>(x.shape.size());
+  const StablehloValue indices =
+      emit.emit("\"stablehlo.iota\"() {iota_dimension = " + std::to_string(axis) +
+                    " : i64} : () -> " + StablehloEmitter::type(x.shape, DType::i64),
+                x.shape, DType::i64);
+  const StablehloValue lowest = emit.constant(lowest_value(x.dtype), {}, x.dtype);
+  const StablehloValue first = emit.constant(0.0, {}, DType::i64);
+  const std::string value_type = StablehloEmitter::type({}, x.dtype);
+  const std::string index_type = StablehloEmitter::type({}, DType::i64);
+  const std::string flag_type = StablehloEmitter::type({}, DType::boolean);
+  const std::string kind = is_floating(x.dtype) ? "FLOAT" : "SIGNED";
+  const auto compare = [&](const std::string& result, const char* direction, const char* a,
+                           const char* b, const std::string& type, const std::string& order) {
+    return "      " + result + " = \"stablehlo.compare\"(" + a + ", " + b +
+           ") {comparison_direction = #stablehlo<comparison_direction " + direction +
+           ">, compare_type = #stablehlo<comparison_type " + order + ">} : (" + type + ", " + type +
+           ") -> " + flag_type + "\n";
+  };
+  const std::string region =
+      "({\n    ^bb0(%av: " + value_type + ", %ai: " + index_type + ", %bv: " + value_type +
+      ", %bi: " + index_type + "):\n" + compare("%greater", "GT", "%av", "%bv", value_type, kind) +
+      compare("%same", "EQ", "%av", "%bv", value_type, kind) +
+      compare("%earlier", "LT", "%ai", "%bi", index_type, "SIGNED") +
+      "      %tie = \"stablehlo.and\"(%same, %earlier) : (" + flag_type + ", " + flag_type +
+      ") -> " + flag_type + "\n      %take = \"stablehlo.or\"(%greater, %tie) : (" + flag_type +
+      ", " + flag_type + ") -> " + flag_type +
+      "\n      %value = \"stablehlo.select\"(%take, %av, %bv) : (" + flag_type + ", " + value_type +
+      ", " + value_type + ") -> " + value_type +
+      "\n      %index = \"stablehlo.select\"(%take, %ai, %bi) : (" + flag_type + ", " + index_type +
+      ", " + index_type + ") -> " + index_type +
+      "\n      \"stablehlo.return\"(%value, %index) : (" + value_type + ", " + index_type +
+      ") -> ()\n    })";
+  const Shape& shape = out[0].shape;
+  const std::vector<StablehloValue> results = emit.emit_results(
+      "\"stablehlo.reduce\"(" + x.name + ", " + indices.name + ", " + lowest.name + ", " +
+          first.name + ") " + region + " {dimensions = " + StablehloEmitter::i64_array({axis}) +
+          "} : (" + StablehloEmitter::type(x) + ", " + StablehloEmitter::type(indices) + ", " +
+          value_type + ", " + index_type + ") -> (" + StablehloEmitter::type(shape, x.dtype) +
+          ", " + StablehloEmitter::type(shape, DType::i64) + ")",
+      {{"", shape, x.dtype}, {"", shape, DType::i64}});
+  return {results[1]};
+}
+
 std::vector<StablehloValue> lower_broadcast_to(StablehloEmitter& emit,
                                                std::span<const StablehloValue> in,
                                                std::span<const TensorMeta> out, const Attrs&) {
@@ -161,7 +210,7 @@ std::vector<OpDef> define_reduction_ops() {
       OpRules<OpKind::sum>{1, 1, infer_reduce, grad_sum, reduce_cost, lower_reduce<OpKind::sum>},
       OpRules<OpKind::mean>{1, 1, infer_reduce, grad_mean, reduce_cost, lower_reduce<OpKind::mean>},
       OpRules<OpKind::max>{1, 1, infer_reduce, grad_max, reduce_cost, lower_reduce<OpKind::max>},
-      OpRules<OpKind::argmax>{1, 1, infer_argmax, nullptr, reduce_cost},
+      OpRules<OpKind::argmax>{1, 1, infer_argmax, nullptr, reduce_cost, lower_argmax},
       OpRules<OpKind::broadcast_to>{1, 1, infer_broadcast_to, grad_broadcast_to, nullptr,
                                     lower_broadcast_to});
 }

@@ -70,6 +70,16 @@ StablehloValue StablehloEmitter::emit(const std::string& op, const Shape& shape,
   return value;
 }
 
+std::vector<StablehloValue> StablehloEmitter::emit_results(
+    const std::string& op, const std::vector<StablehloValue>& results) {
+  const std::string name = fresh();
+  body_ += "    " + name + ":" + std::to_string(results.size()) + " = " + op + "\n";
+  std::vector<StablehloValue> values = results;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i].name = name + "#" + std::to_string(i);
+  return values;
+}
+
 StablehloValue StablehloEmitter::constant(double value, const Shape& shape, DType dtype) {
   const std::string scalar_type = type({}, dtype);
   const StablehloValue scalar =

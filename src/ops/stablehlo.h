@@ -37,6 +37,9 @@ class StablehloEmitter {
 
   // Appends `op` (text after "%name = ") as a new value of `shape` and `dtype`.
   StablehloValue emit(const std::string& op, const Shape& shape, DType dtype);
+  // Appends an op with several results: its values, "%v3#0", "%v3#1", ...
+  std::vector<StablehloValue> emit_results(const std::string& op,
+                                           const std::vector<StablehloValue>& results);
   // A tensor of `shape` filled with `value` (a splat constant).
   StablehloValue constant(double value, const Shape& shape, DType dtype);
   // `value` broadcast to `shape` the NumPy way (trailing axes aligned); itself when it has it.

@@ -19,7 +19,7 @@ const std::vector<OpKind>& ops_without_lowering_yet() {
   using K = OpKind;
   static const std::vector<OpKind> ops{
       // clang-format off
-      K::argmax, K::gather, K::scatter_add, K::dropout, K::sgd_update, K::adam_update
+      K::dropout, K::sgd_update, K::adam_update
       // clang-format on
   };
   return ops;
