@@ -27,7 +27,9 @@ const AttrValue* Attrs::find(std::string_view key) const {
   return nullptr;
 }
 
-bool Attrs::has(std::string_view key) const { return find(key) != nullptr; }
+bool Attrs::has(std::string_view key) const {
+  return find(key) != nullptr;
+}
 
 namespace {
 template <typename T>
@@ -56,7 +58,9 @@ double Attrs::get_float(std::string_view key) const {
 double Attrs::get_float(std::string_view key, double fallback) const {
   return has(key) ? get_float(key) : fallback;
 }
-bool Attrs::get_bool(std::string_view key) const { return get_as<bool>(find(key), key, "bool"); }
+bool Attrs::get_bool(std::string_view key) const {
+  return get_as<bool>(find(key), key, "bool");
+}
 bool Attrs::get_bool(std::string_view key, bool fallback) const {
   return has(key) ? get_bool(key) : fallback;
 }
@@ -82,7 +86,8 @@ std::string Attrs::str() const {
           using V = std::decay_t<decltype(v)>;
           if constexpr (std::is_same_v<V, std::vector<std::int64_t>>) {
             out << '[';
-            for (std::size_t i = 0; i < v.size(); ++i) out << (i ? ", " : "") << v[i];
+            for (std::size_t i = 0; i < v.size(); ++i)
+              out << (i ? ", " : "") << v[i];
             out << ']';
           } else if constexpr (std::is_same_v<V, DType>) {
             out << dtype_name(v);

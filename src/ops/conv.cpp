@@ -134,21 +134,21 @@ struct ConvolutionSpec {
 StablehloValue convolution(StablehloEmitter& emit, const StablehloValue& lhs,
                            const StablehloValue& rhs, const ConvolutionSpec& spec,
                            const Shape& shape, DType dtype) {
+  // 16-bit operands give an f32 result (XLA accumulates in it), rounded once, as the kernels do.
+  const DType accumulate = StablehloEmitter::accumulation_type(dtype);
   const auto pair = [](const std::array<std::int64_t, 2>& values) {
     return StablehloEmitter::i64_array({values[0], values[1]});
   };
-  const std::string padding = "dense<[[" + std::to_string(spec.padding[0][0]) + ", " +
-                              std::to_string(spec.padding[0][1]) + "], [" +
-                              std::to_string(spec.padding[1][0]) + ", " +
-                              std::to_string(spec.padding[1][1]) + "]]> : tensor<2x2xi64>";
-  return emit.emit(
+  const std::string padding = StablehloEmitter::padding({spec.padding[0], spec.padding[1]});
+  const StablehloValue result = emit.emit(
       "\"stablehlo.convolution\"(" + lhs.name + ", " + rhs.name +
           ") {batch_group_count = 1 : i64, dimension_numbers = #stablehlo.conv<" + spec.layout +
           ">, feature_group_count = 1 : i64, lhs_dilation = " + pair(spec.lhs_dilation) +
           ", padding = " + padding + ", rhs_dilation = " + pair(spec.rhs_dilation) +
           ", window_strides = " + pair(spec.strides) + "} : (" + StablehloEmitter::type(lhs) +
-          ", " + StablehloEmitter::type(rhs) + ") -> " + StablehloEmitter::type(shape, dtype),
-      shape, dtype);
+          ", " + StablehloEmitter::type(rhs) + ") -> " + StablehloEmitter::type(shape, accumulate),
+      shape, accumulate);
+  return emit.convert(result, dtype);
 }
 
 // 1 + d (n - 1): the extent of n cells spread d apart (0 for none).

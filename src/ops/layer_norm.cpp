@@ -133,7 +133,8 @@ std::vector<Tensor> grad_layer_norm(const GradContext& c) {
 
 // ---- StableHLO ----
 
-// Rows of x (its last axis) in the parameters' dtype, as the CPU kernels compute them.
+// Rows of x (its last axis), computed in the parameters' dtype, or f32 for 16-bit floats (as the
+// CPU kernels compute them): inputs converted to it, outputs back to their own dtypes.
 struct RowStatistics {
   StablehloEmitter& emit;
   Shape shape;    // x's
@@ -144,7 +145,7 @@ struct RowStatistics {
   RowStatistics(StablehloEmitter& emitter, const StablehloValue& x, DType parameters)
       : emit(emitter),
         shape(x.shape),
-        compute(parameters),
+        compute(StablehloEmitter::accumulation_type(parameters)),
         axis(static_cast<std::int64_t>(x.shape.size()) - 1),
         width(static_cast<double>(x.shape.back())) {}
   StablehloValue op(const char* name, const StablehloValue& a, const StablehloValue& b) const {
@@ -185,10 +186,12 @@ std::vector<StablehloValue> lower_layer_norm(StablehloEmitter& emit,
       {rows.op("stablehlo.add", variance, emit.constant(epsilon, variance.shape, rows.compute))},
       rows.compute);
   const StablehloValue normalised = rows.op("stablehlo.multiply", centered, rows.spread_rows(rstd));
-  const StablehloValue y = rows.op(
-      "stablehlo.add", rows.op("stablehlo.multiply", normalised, emit.broadcast(in[1], rows.shape)),
-      emit.broadcast(in[2], rows.shape));
-  return {emit.convert(y, out[0].dtype), mean, rstd};
+  const StablehloValue gamma = emit.broadcast(emit.convert(in[1], rows.compute), rows.shape);
+  const StablehloValue beta = emit.broadcast(emit.convert(in[2], rows.compute), rows.shape);
+  const StablehloValue y =
+      rows.op("stablehlo.add", rows.op("stablehlo.multiply", normalised, gamma), beta);
+  return {emit.convert(y, out[0].dtype), emit.convert(mean, out[1].dtype),
+          emit.convert(rstd, out[2].dtype)};
 }
 
 // (dy, x, gamma, mean, rstd) -> (dx, d_gamma, d_beta) with g = dy gamma:
@@ -200,17 +203,20 @@ std::vector<StablehloValue> lower_layer_norm_backward(StablehloEmitter& emit,
   const RowStatistics rows(emit, in[1], in[2].dtype);
   const StablehloValue dy = emit.convert(in[0], rows.compute);
   const StablehloValue x = emit.convert(in[1], rows.compute);
-  const StablehloValue rstd = rows.spread_rows(in[4]);
+  const StablehloValue rstd = rows.spread_rows(emit.convert(in[4], rows.compute));
   const StablehloValue x_hat = rows.op(
-      "stablehlo.multiply", rows.op("stablehlo.subtract", x, rows.spread_rows(in[3])), rstd);
+      "stablehlo.multiply",
+      rows.op("stablehlo.subtract", x, rows.spread_rows(emit.convert(in[3], rows.compute))), rstd);
   const StablehloValue d_gamma = rows.feature_sum(rows.op("stablehlo.multiply", dy, x_hat));
   const StablehloValue d_beta = rows.feature_sum(dy);
-  const StablehloValue g = rows.op("stablehlo.multiply", dy, emit.broadcast(in[2], rows.shape));
+  const StablehloValue g = rows.op("stablehlo.multiply", dy,
+                                   emit.broadcast(emit.convert(in[2], rows.compute), rows.shape));
   const StablehloValue inner = rows.op(
       "stablehlo.subtract", rows.op("stablehlo.subtract", g, rows.spread_rows(rows.row_mean(g))),
       rows.op("stablehlo.multiply", x_hat,
               rows.spread_rows(rows.row_mean(rows.op("stablehlo.multiply", g, x_hat)))));
-  return {emit.convert(rows.op("stablehlo.multiply", rstd, inner), out[0].dtype), d_gamma, d_beta};
+  return {emit.convert(rows.op("stablehlo.multiply", rstd, inner), out[0].dtype),
+          emit.convert(d_gamma, out[1].dtype), emit.convert(d_beta, out[2].dtype)};
 }
 
 }  // namespace

@@ -172,13 +172,16 @@ std::vector<StablehloValue> lower_matmul(StablehloEmitter& emit, std::span<const
   dimensions += "lhs_contracting_dimensions = " + list({a_contracting}) +
                 ", rhs_contracting_dimensions = " + list({b_contracting});
   const Shape& shape = out[0].shape;
-  // dot_general gives the batch axes, then a's free axes (..., M), then b's (N).
-  StablehloValue product =
+  // dot_general gives the batch axes, then a's free axes (..., M), then b's (N); 16-bit operands
+  // give an f32 product (XLA accumulates in it), rounded once, as the kernels do.
+  const DType accumulate = StablehloEmitter::accumulation_type(out[0].dtype);
+  StablehloValue product = emit.convert(
       emit.emit("\"stablehlo.dot_general\"(" + a.name + ", " + b.name +
                     ") {dot_dimension_numbers = #stablehlo.dot<" + dimensions + ">} : (" +
                     StablehloEmitter::type(a) + ", " + StablehloEmitter::type(b) + ") -> " +
-                    StablehloEmitter::type(shape, out[0].dtype),
-                shape, out[0].dtype);
+                    StablehloEmitter::type(shape, accumulate),
+                shape, accumulate),
+      out[0].dtype);
   if (in.size() == 3) {
     product =
         emit.elementwise("stablehlo.add", {product, emit.broadcast(in[2], shape)}, out[0].dtype);

@@ -160,17 +160,18 @@ std::vector<Tensor> grad_batch_norm(const GradContext& c) {
 
 // ---- StableHLO ----
 
-// The statistics of the channels over every other axis, in the parameters' dtype (f32 for a
-// bf16 or f16 x, as the CPU kernels compute them): x converted, normalised, converted back.
+// The statistics of the channels over every other axis, computed in the parameters' dtype, or
+// f32 for 16-bit floats (as the CPU kernels compute them): every input converted to it, every
+// output converted back to its own dtype.
 struct ChannelStatistics {
   StablehloEmitter& emit;
   Shape shape;                     // x's
-  DType compute;                   // the parameters' dtype
+  DType compute;                   // see above
   std::vector<std::int64_t> axes;  // all but the last
   double count = 1;                // elements per channel
 
   ChannelStatistics(StablehloEmitter& emitter, const StablehloValue& x, DType parameters)
-      : emit(emitter), shape(x.shape), compute(parameters) {
+      : emit(emitter), shape(x.shape), compute(StablehloEmitter::accumulation_type(parameters)) {
     for (std::size_t axis = 0; axis + 1 < shape.size(); ++axis) {
       axes.push_back(static_cast<std::int64_t>(axis));
       count *= static_cast<double>(shape[axis]);
@@ -206,19 +207,21 @@ std::vector<StablehloValue> lower_batch_norm(StablehloEmitter& emit,
   const ChannelStatistics stats(emit, in[0], in[1].dtype);
   const StablehloValue x = emit.convert(in[0], stats.compute);
   const bool training = in.size() == 3;
-  StablehloValue mean = training ? stats.channel_mean(x) : in[3];
+  const StablehloValue mean = training ? stats.channel_mean(x) : emit.convert(in[3], stats.compute);
   const StablehloValue centered = stats.op("stablehlo.subtract", x, stats.spread(mean));
-  StablehloValue variance =
-      training ? stats.channel_mean(stats.op("stablehlo.multiply", centered, centered)) : in[4];
+  const StablehloValue variance =
+      training ? stats.channel_mean(stats.op("stablehlo.multiply", centered, centered))
+               : emit.convert(in[4], stats.compute);
   const StablehloValue normalised =
       stats.op("stablehlo.multiply", centered, stats.spread(stats.inverse_std(variance, epsilon)));
-  const StablehloValue y =
-      stats.op("stablehlo.add", stats.op("stablehlo.multiply", normalised, stats.spread(in[1])),
-               stats.spread(in[2]));
+  const StablehloValue y = stats.op(
+      "stablehlo.add",
+      stats.op("stablehlo.multiply", normalised, stats.spread(emit.convert(in[1], stats.compute))),
+      stats.spread(emit.convert(in[2], stats.compute)));
   std::vector<StablehloValue> results{emit.convert(y, out[0].dtype)};
   if (training) {
-    results.push_back(mean);
-    results.push_back(variance);
+    results.push_back(emit.convert(mean, out[1].dtype));
+    results.push_back(emit.convert(variance, out[2].dtype));
   }
   return results;
 }
@@ -233,12 +236,15 @@ std::vector<StablehloValue> lower_batch_norm_backward(StablehloEmitter& emit,
   const ChannelStatistics stats(emit, in[1], in[2].dtype);
   const StablehloValue dy = emit.convert(in[0], stats.compute);
   const StablehloValue x = emit.convert(in[1], stats.compute);
-  const StablehloValue inverse = stats.spread(stats.inverse_std(in[4], options.epsilon));
+  const StablehloValue gamma = emit.convert(in[2], stats.compute);
+  const StablehloValue mean = emit.convert(in[3], stats.compute);
+  const StablehloValue variance = emit.convert(in[4], stats.compute);
+  const StablehloValue inverse = stats.spread(stats.inverse_std(variance, options.epsilon));
   const StablehloValue x_hat = stats.op(
-      "stablehlo.multiply", stats.op("stablehlo.subtract", x, stats.spread(in[3])), inverse);
+      "stablehlo.multiply", stats.op("stablehlo.subtract", x, stats.spread(mean)), inverse);
   const StablehloValue d_beta = stats.channel_sum(dy);
   const StablehloValue d_gamma = stats.channel_sum(stats.op("stablehlo.multiply", dy, x_hat));
-  const StablehloValue scale = stats.op("stablehlo.multiply", stats.spread(in[2]), inverse);
+  const StablehloValue scale = stats.op("stablehlo.multiply", stats.spread(gamma), inverse);
   StablehloValue dx;
   if (options.training) {
     const StablehloValue count = emit.constant(stats.count, stats.shape, stats.compute);
@@ -251,7 +257,8 @@ std::vector<StablehloValue> lower_batch_norm_backward(StablehloEmitter& emit,
   } else {
     dx = stats.op("stablehlo.multiply", dy, scale);
   }
-  return {emit.convert(dx, out[0].dtype), d_gamma, d_beta};
+  return {emit.convert(dx, out[0].dtype), emit.convert(d_gamma, out[1].dtype),
+          emit.convert(d_beta, out[2].dtype)};
 }
 
 }  // namespace

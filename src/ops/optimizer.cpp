@@ -111,8 +111,8 @@ OpCost update_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> o
 
 std::vector<OpDef> define_optimizer_ops() {
   return op_family<k_optimizer_ops>(
-      OpRules<OpKind::sgd_update>{3, 4, infer_sgd_update, nullptr, update_cost<5>, nullptr, {0, 3},
-                                   true},
+      OpRules<OpKind::sgd_update>{
+          3, 4, infer_sgd_update, nullptr, update_cost<5>, nullptr, {0, 3}, true},
       OpRules<OpKind::adam_update>{
           5, 5, infer_adam_update, nullptr, update_cost<12>, nullptr, {0, 3, 4}, true});
 }

@@ -13,15 +13,28 @@
 namespace tandem {
 namespace {
 
+// The bits of an infinity or NaN in `dtype`, in hex, as MLIR reads non-finite float constants:
+// the width must be the type's.
+std::string special_bits(double value, DType dtype) {
+  const bool nan = std::isnan(value);
+  const bool negative = value < 0;
+  switch (dtype) {
+    case DType::f64:
+      return nan ? "0x7FF8000000000000" : negative ? "0xFFF0000000000000" : "0x7FF0000000000000";
+    case DType::bf16:
+      return nan ? "0x7FC0" : negative ? "0xFF80" : "0x7F80";
+    case DType::f16:
+      return nan ? "0x7E00" : negative ? "0xFC00" : "0x7C00";
+    default:
+      return nan ? "0x7FC00000" : negative ? "0xFF800000" : "0x7F800000";
+  }
+}
+
 // A constant's value as MLIR reads it for the element type.
 std::string literal(double value, DType dtype) {
   if (dtype == DType::boolean) return value != 0.0 ? "true" : "false";
   if (!is_floating(dtype)) return std::to_string(static_cast<long long>(value));
-  if (std::isnan(value)) return "0x7FC00000";
-  if (std::isinf(value)) {
-    // The f32 bit pattern, which MLIR accepts for every float width it converts from.
-    return value > 0 ? "0x7F800000" : "0xFF800000";
-  }
+  if (!std::isfinite(value)) return special_bits(value, dtype);
   char text[64];
   std::snprintf(text, sizeof text, "%.17g", value);
   std::string result = text;
@@ -153,11 +166,20 @@ StablehloValue StablehloEmitter::reduce(const StablehloValue& value,
       reduced.push_back(value.shape[axis]);
     }
   }
-  const StablehloValue start = constant(init, {}, value.dtype);
-  return emit("\"stablehlo.reduce\"(" + value.name + ", " + start.name + ") (" +
-                  binary_region(op, value.dtype) + ") {dimensions = " + i64_array(axes) + "} : (" +
-                  type(value) + ", " + type({}, value.dtype) + ") -> " + type(reduced, value.dtype),
-              reduced, value.dtype);
+  // Sums of 16-bit floats accumulate in f32, as the kernels do; the result is rounded once.
+  const DType accumulate = op == "stablehlo.add" ? accumulation_type(value.dtype) : value.dtype;
+  const StablehloValue operand = convert(value, accumulate);
+  const StablehloValue start = constant(init, {}, accumulate);
+  const StablehloValue result =
+      emit("\"stablehlo.reduce\"(" + operand.name + ", " + start.name + ") (" +
+               binary_region(op, accumulate) + ") {dimensions = " + i64_array(axes) + "} : (" +
+               type(operand) + ", " + type({}, accumulate) + ") -> " + type(reduced, accumulate),
+           reduced, accumulate);
+  return convert(result, value.dtype);
+}
+
+DType StablehloEmitter::accumulation_type(DType dtype) {
+  return dtype == DType::bf16 || dtype == DType::f16 ? DType::f32 : dtype;
 }
 
 std::string StablehloEmitter::binary_region(const std::string& op, DType dtype,

@@ -34,6 +34,9 @@ class StablehloEmitter {
   static std::string type(const StablehloValue& value) { return type(value.shape, value.dtype); }
   // "f32", "bf16", "i32", "ui8", "i1".
   static std::string element_type(DType dtype);
+  // The type sums and products of `dtype` accumulate in: f32 for the 16-bit floats (as the CPU
+  // kernels accumulate), else the dtype itself.
+  static DType accumulation_type(DType dtype);
 
   // Appends `op` (text after "%name = ") as a new value of `shape` and `dtype`.
   StablehloValue emit(const std::string& op, const Shape& shape, DType dtype);
@@ -59,7 +62,8 @@ class StablehloEmitter {
   StablehloValue convert(const StablehloValue& value, DType dtype);
   // `value` with another shape of as many elements.
   StablehloValue reshape(const StablehloValue& value, const Shape& shape);
-  // `value` reduced over `axes` with the binary op `op` ("stablehlo.add") from `init`.
+  // `value` reduced over `axes` with the binary op `op` ("stablehlo.add") from `init`; a sum of
+  // 16-bit floats accumulates in f32.
   StablehloValue reduce(const StablehloValue& value, const std::vector<std::int64_t>& axes,
                         const std::string& op, double init);
 

@@ -361,6 +361,38 @@ const xla::Client& xla_cpu_client() {
   return client;
 }
 
+// `instance` on `inputs` as a one-op step lowered to StableHLO and run by XLA:CPU; the module
+// too, for a failure's message.
+struct XlaRun {
+  std::vector<Tensor> outputs;
+  std::string module;
+};
+
+XlaRun run_on_xla(const OpCase& c, const Instance& instance, const Inputs& inputs) {
+  CompiledStep step = trace_step(
+      c.label(), [&](const std::vector<Tensor>& symbolic) { return instance.run(symbolic); },
+      inputs);
+  CompiledStep::Stablehlo program = step.lower_to_stablehlo();
+  const xla::Client& client = xla_cpu_client();
+  const xla::Executable executable = client.compile(program.module);
+  std::vector<xla::Buffer> arguments;
+  const std::vector<Tensor>& captured = program.captured;
+  for (const std::vector<Tensor>* tensors : {&inputs, &captured}) {
+    for (const Tensor& tensor : *tensors)
+      arguments.push_back(client.to_device(tensor.to(Device::cpu())));
+  }
+  std::vector<const xla::Buffer*> pointers;
+  for (const xla::Buffer& argument : arguments)
+    pointers.push_back(&argument);
+  XlaRun run{{}, std::move(program.module)};
+  for (const xla::Buffer& result : executable.execute(pointers))
+    run.outputs.push_back(result.to_host());
+  return run;
+}
+
+// In f32 against the eager call; in bf16 (where the case runs in it) against the eager f32
+// call on the same bf16-rounded inputs, as the backends mode compares a GPU, within bf16's
+// tolerance.
 void run_xla(const OpCase& c, const Options& options, Report& report) {
   if (const std::string why = xla_unavailable(); !why.empty()) {
     report.skips.push_back(c.label() + " on XLA:CPU: " + why);
@@ -368,45 +400,47 @@ void run_xla(const OpCase& c, const Options& options, Report& report) {
   }
   InputMaker maker(DType::f32, options.size.value_or(Size::medium));
   const Instance instance = c.make(maker);
-  const Outputs expected = instance.run(instance.inputs);
-  CompiledStep step = trace_step(
-      c.label(), [&](const std::vector<Tensor>& symbolic) { return instance.run(symbolic); },
-      instance.inputs);
-  const CompiledStep::Stablehlo program = step.lower_to_stablehlo();
-  const xla::Client& client = xla_cpu_client();
-  const xla::Executable executable = client.compile(program.module);
-  std::vector<xla::Buffer> arguments;
-  for (const std::vector<Tensor>* tensors : {&instance.inputs, &program.captured}) {
-    for (const Tensor& tensor : *tensors)
-      arguments.push_back(client.to_device(tensor.to(Device::cpu())));
-  }
-  std::vector<const xla::Buffer*> pointers;
-  for (const xla::Buffer& argument : arguments)
-    pointers.push_back(&argument);
-  const std::vector<xla::Buffer> results = executable.execute(pointers);
-  std::vector<Tensor> actual;
-  for (const xla::Buffer& result : results)
-    actual.push_back(result.to_host());
-  std::string mismatch;
-  if (actual.size() != expected.size()) {
-    mismatch =
-        std::to_string(actual.size()) + " outputs, eagerly " + std::to_string(expected.size());
-  }
-  for (std::size_t i = 0; mismatch.empty() && i < actual.size(); ++i) {
-    if (actual[i].shape() != expected[i].shape() || actual[i].dtype() != expected[i].dtype()) {
-      mismatch = "output " + std::to_string(i) + " is " + shape_str(actual[i].shape()) + " " +
-                 dtype_name(actual[i].dtype()) + ", eagerly " + shape_str(expected[i].shape()) +
-                 " " + dtype_name(expected[i].dtype());
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    if (std::find(c.dtypes.begin(), c.dtypes.end(), dtype) == c.dtypes.end()) continue;
+    if (!wants(options, dtype)) continue;
+    Inputs inputs;
+    Inputs reference_inputs;
+    for (const Tensor& input : instance.inputs) {
+      inputs.push_back(is_floating(input.dtype()) ? cast(input, dtype) : input);
+      reference_inputs.push_back(is_floating(input.dtype()) ? cast(inputs.back(), DType::f32)
+                                                            : input);
     }
-  }
-  const double tolerance = xla_tolerance(c.op);
-  const double error = mismatch.empty() ? largest_error(actual, expected) : 0.0;
-  if (mismatch.empty() && !(error <= tolerance)) {  // NaN fails too
-    mismatch = "error " + std::to_string(error) + " above " + std::to_string(tolerance);
-  }
-  if (!mismatch.empty()) {
-    report.failures.push_back(c.label() + " xla: " + mismatch + ", inputs " +
-                              shapes_of(instance.inputs) + seed_note() + "\n" + program.module);
+    const Outputs expected = instance.run(reference_inputs);
+    const XlaRun run = run_on_xla(c, instance, inputs);
+    std::string mismatch;
+    if (run.outputs.size() != expected.size()) {
+      mismatch = std::to_string(run.outputs.size()) + " outputs, eagerly " +
+                 std::to_string(expected.size());
+    }
+    std::vector<Tensor> actual;
+    for (std::size_t i = 0; mismatch.empty() && i < run.outputs.size(); ++i) {
+      const Tensor& output = run.outputs[i];
+      const DType wanted = is_floating(expected[i].dtype()) && is_floating(output.dtype())
+                               ? output.dtype()
+                               : expected[i].dtype();
+      if (output.shape() != expected[i].shape() || output.dtype() != wanted) {
+        mismatch = "output " + std::to_string(i) + " is " + shape_str(output.shape()) + " " +
+                   dtype_name(output.dtype()) + ", eagerly " + shape_str(expected[i].shape()) +
+                   " " + dtype_name(expected[i].dtype());
+      }
+      actual.push_back(is_floating(output.dtype()) ? cast(output, expected[i].dtype()) : output);
+    }
+    const double tolerance =
+        dtype == DType::f32 ? xla_tolerance(c.op) : tolerance_for({dtype}).outputs;
+    const double error = mismatch.empty() ? largest_error(actual, expected) : 0.0;
+    if (mismatch.empty() && !(error <= tolerance)) {  // NaN fails too
+      mismatch = "error " + std::to_string(error) + " above " + std::to_string(tolerance);
+    }
+    if (!mismatch.empty()) {
+      report.failures.push_back(c.label() + " xla in " + dtype_name(dtype) + ": " + mismatch +
+                                ", inputs " + shapes_of(instance.inputs) + seed_note() + "\n" +
+                                run.module);
+    }
   }
 }
 
