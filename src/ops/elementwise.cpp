@@ -242,10 +242,17 @@ Lowered lower_relu(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
   return {emit.elementwise("stablehlo.maximum", {in[0], zero}, out[0].dtype)};
 }
 
+// The formulas below of several steps compute 16-bit floats in f32 and round once, as the CPU
+// kernels do (their compute type); one rounding per step would lose a bit or two more.
+StablehloValue computed(StablehloEmitter& emit, const StablehloValue& value) {
+  return emit.convert(value, StablehloEmitter::accumulation_type(value.dtype));
+}
+
 // x * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2, or x * (1 + erf(x / sqrt(2))) / 2: the
 // formulas of the CPU kernels.
-Lowered lower_gelu(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs, const Attrs& attrs) {
-  const StablehloValue& x = in[0];
+Lowered lower_gelu(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
+                   const Attrs& attrs) {
+  const StablehloValue x = computed(emit, in[0]);
   const auto constant = [&](double value) { return emit.constant(value, x.shape, x.dtype); };
   const auto op = [&](const char* name, const StablehloValue& a, const StablehloValue& b) {
     return emit.elementwise(name, {a, b}, x.dtype);
@@ -262,7 +269,8 @@ Lowered lower_gelu(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs, con
                              x.dtype);
   }
   const StablehloValue half_x = op("stablehlo.multiply", constant(0.5), x);
-  return {op("stablehlo.multiply", half_x, op("stablehlo.add", constant(1.0), curve))};
+  return {emit.convert(op("stablehlo.multiply", half_x, op("stablehlo.add", constant(1.0), curve)),
+                       out[0].dtype)};
 }
 
 // dy where y > 0 (y = relu(x)), else 0.
@@ -277,23 +285,23 @@ Lowered lower_relu_backward(StablehloEmitter& emit, LoweredInputs in, LoweredOut
 template <bool kTanh>
 Lowered lower_saturating_backward(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
                                   const Attrs&) {
-  const StablehloValue& dy = in[0];
-  const StablehloValue& y = in[1];
+  const StablehloValue dy = computed(emit, in[0]);
+  const StablehloValue y = computed(emit, in[1]);
   const auto op = [&](const char* name, const StablehloValue& a, const StablehloValue& b) {
-    return emit.elementwise(name, {a, b}, out[0].dtype);
+    return emit.elementwise(name, {a, b}, y.dtype);
   };
   const StablehloValue one = emit.constant(1.0, y.shape, y.dtype);
   const StablehloValue slope = kTanh
                                    ? op("stablehlo.subtract", one, op("stablehlo.multiply", y, y))
                                    : op("stablehlo.multiply", y, op("stablehlo.subtract", one, y));
-  return {op("stablehlo.multiply", dy, slope)};
+  return {emit.convert(op("stablehlo.multiply", dy, slope), out[0].dtype)};
 }
 
 // dy * gelu'(x), the derivative of either formula of lower_gelu.
 Lowered lower_gelu_backward(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
                             const Attrs& attrs) {
-  const StablehloValue& dy = in[0];
-  const StablehloValue& x = in[1];
+  const StablehloValue dy = computed(emit, in[0]);
+  const StablehloValue x = computed(emit, in[1]);
   const auto constant = [&](double value) { return emit.constant(value, x.shape, x.dtype); };
   const auto op = [&](const char* name, const StablehloValue& a, const StablehloValue& b) {
     return emit.elementwise(name, {a, b}, x.dtype);
@@ -327,7 +335,7 @@ Lowered lower_gelu_backward(StablehloEmitter& emit, LoweredInputs in, LoweredOut
     const StablehloValue pdf = op("stablehlo.multiply", constant(kInverseSqrtTwoPi), gauss);
     slope = op("stablehlo.add", cdf, op("stablehlo.multiply", x, pdf));
   }
-  return {emit.elementwise("stablehlo.multiply", {dy, slope}, out[0].dtype)};
+  return {emit.convert(emit.elementwise("stablehlo.multiply", {dy, slope}, x.dtype), out[0].dtype)};
 }
 
 // where(condition, a, b), every operand broadcast to the output's shape.
