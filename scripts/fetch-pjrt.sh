@@ -69,9 +69,10 @@ download() {
   echo "fetch-pjrt: downloading $name==$version"
   if ! "$python" -m pip --disable-pip-version-check download --no-deps --quiet "${platform[@]}" \
     --timeout 30 --retries 2 -d "$download" "$name==$version" >"$download/pip.log" 2>&1; then
-    if grep -qiE "connection|network|resolve|timed out|unreachable" "$download/pip.log"; then
-      fail "the Python package index cannot be reached, so $name==$version was not fetched; \
-the build has no XLA backend (see $download/pip.log)" "$INDEX_UNREACHABLE"
+    if grep -qiE "connection|network|resolve|timed out|unreachable|certificate" "$download/pip.log"; then
+      fail "the Python package index cannot be reached (or its TLS certificate not verified), \
+so $name==$version was not fetched; the build has no XLA backend: $(grep -m1 -iE \
+"error|warning" "$download/pip.log" | cut -c1-200)" "$INDEX_UNREACHABLE"
     fi
     fail "pip download $name==$version failed: $(tail -3 "$download/pip.log")"
   fi
