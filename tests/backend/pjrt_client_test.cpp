@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "support/errors.h"
 #include "tandem/ops.h"
 #include "tandem/xla.h"
 
@@ -15,16 +16,6 @@ namespace {
 
 void expect_contains(const std::string& text, const std::string& part) {
   EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in:\n" << text;
-}
-
-template <typename Fn>
-std::string pjrt_error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const PjrtError& error) {
-    return error.what();
-  }
-  return "(no PjrtError thrown)";
 }
 
 // The fetched plugin, or a skip that says how to get it.
@@ -143,21 +134,21 @@ TEST(PjrtClient, ARejectedProgramNamesThePluginAndTheLine) {
       "module @bad {\n  func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n"
       "    %0 = stablehlo.frobnicate %a : tensor<2xf32>\n"
       "    return %0 : tensor<2xf32>\n  }\n}\n";
-  const std::string message = pjrt_error_of([&] { cpu_client().compile(bad); });
+  const std::string message = testing::error_of<PjrtError>([&] { cpu_client().compile(bad); });
   expect_contains(message, fetched_cpu_plugin() + ": PJRT_Client_Compile: ");
   expect_contains(message, "(StableHLO line 3: `%0 = stablehlo.frobnicate %a : tensor<2xf32>`)");
 }
 
 TEST(PjrtClient, PluginsThatCannotBeUsedAreNamed) {
   if (!build_info().built) GTEST_SKIP() << "SKIPPED: " << build_info().reason;
-  expect_contains(pjrt_error_of([] { Client client("/nonexistent/libtpu.so"); }),
+  expect_contains(testing::error_of<PjrtError>([] { Client client("/nonexistent/libtpu.so"); }),
                   "cannot load the PJRT plugin /nonexistent/libtpu.so");
   // A shared library every system has, which is no plugin.
   const char* not_a_plugin = "libz.so.1";
-  expect_contains(pjrt_error_of([&] { Client client(not_a_plugin); }),
+  expect_contains(testing::error_of<PjrtError>([&] { Client client(not_a_plugin); }),
                   "libz.so.1 is not a PJRT plugin: it exports no GetPjrtApi");
   if (fetched_cpu_plugin().empty()) return;
-  expect_contains(pjrt_error_of([] {
+  expect_contains(testing::error_of<PjrtError>([] {
                     Client client(fetched_cpu_plugin(), {{"no_such_option", std::int64_t{1}}});
                   }),
                   "PJRT_Client_Create: Unexpected option name passed to PJRT_Client_Create: "
