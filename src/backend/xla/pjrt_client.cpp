@@ -158,14 +158,21 @@ class Plugin {
     auto code = TANDEM_PJRT_ARGS(PJRT_Error_GetCode_Args);
     code.error = error;
     const bool coded = api_->PJRT_Error_GetCode(&code) == nullptr;
-    auto destroy = TANDEM_PJRT_ARGS(PJRT_Error_Destroy_Args);
-    destroy.error = error;
-    api_->PJRT_Error_Destroy(&destroy);
+    discard(error);
     std::replace(text.begin(), text.end(), '\n', ' ');
     std::string full = info_.path + ": " + std::string(call) + ": " + text;
     if (coded) full += std::string(" [") + code_name(code.code) + "]";
     if (detail) full += detail(text);
     throw PjrtError(full);
+  }
+
+  // Frees an error (after check() read it, or unread where nothing may throw: a destructor's
+  // failure to destroy is the plugin's to log).
+  void discard(PJRT_Error* error) const {
+    if (error == nullptr) return;
+    auto destroy = TANDEM_PJRT_ARGS(PJRT_Error_Destroy_Args);
+    destroy.error = error;
+    api_->PJRT_Error_Destroy(&destroy);
   }
 
   // Waits for `event`, destroys it and throws the error it carried.
@@ -262,12 +269,7 @@ struct Client::Impl {
     if (client == nullptr) return;
     auto destroy = TANDEM_PJRT_ARGS(PJRT_Client_Destroy_Args);
     destroy.client = client;
-    // A destructor cannot throw: a failure to destroy is the plugin's to log.
-    if (PJRT_Error* error = plugin->api()->PJRT_Client_Destroy(&destroy)) {
-      auto free_error = TANDEM_PJRT_ARGS(PJRT_Error_Destroy_Args);
-      free_error.error = error;
-      plugin->api()->PJRT_Error_Destroy(&free_error);
-    }
+    plugin->discard(plugin->api()->PJRT_Client_Destroy(&destroy));
   }
 
   int index_of(PJRT_Device* device) const {
@@ -287,14 +289,9 @@ struct Buffer::Impl {
 
   ~Impl() {
     if (buffer == nullptr) return;
-    const PJRT_Api* api = client->plugin->api();
     auto destroy = TANDEM_PJRT_ARGS(PJRT_Buffer_Destroy_Args);
     destroy.buffer = buffer;
-    if (PJRT_Error* error = api->PJRT_Buffer_Destroy(&destroy)) {
-      auto free_error = TANDEM_PJRT_ARGS(PJRT_Error_Destroy_Args);
-      free_error.error = error;
-      api->PJRT_Error_Destroy(&free_error);
-    }
+    client->plugin->discard(client->plugin->api()->PJRT_Buffer_Destroy(&destroy));
   }
 
   // An owner for an output buffer; its device, dtype and shape come from describe().
@@ -338,14 +335,9 @@ struct Executable::Impl {
 
   ~Impl() {
     if (executable == nullptr) return;
-    const PJRT_Api* api = client->plugin->api();
     auto destroy = TANDEM_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args);
     destroy.executable = executable;
-    if (PJRT_Error* error = api->PJRT_LoadedExecutable_Destroy(&destroy)) {
-      auto free_error = TANDEM_PJRT_ARGS(PJRT_Error_Destroy_Args);
-      free_error.error = error;
-      api->PJRT_Error_Destroy(&free_error);
-    }
+    client->plugin->discard(client->plugin->api()->PJRT_LoadedExecutable_Destroy(&destroy));
   }
 };
 
