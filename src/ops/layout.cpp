@@ -202,18 +202,10 @@ Lowered lower_slice(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out
   std::vector<std::int64_t> limit;
   for (std::size_t axis = 0; axis < begin.size(); ++axis)
     limit.push_back(begin[axis] + out[0].shape[axis]);
-  const std::vector<std::int64_t> strides(begin.size(), 1);
-  return {emit.emit("\"stablehlo.slice\"(" + in[0].name +
-                        ") {start_indices = " + StablehloEmitter::i64_array(begin) +
-                        ", limit_indices = " + StablehloEmitter::i64_array(limit) +
-                        ", strides = " + StablehloEmitter::i64_array(strides) + "} : (" +
-                        StablehloEmitter::type(in[0]) + ") -> " +
-                        StablehloEmitter::type(out[0].shape, out[0].dtype),
-                    out[0].shape, out[0].dtype)};
+  return {emit.slice(in[0], begin, limit)};
 }
 
-Lowered lower_pad(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
-                  const Attrs& attrs) {
+Lowered lower_pad(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs, const Attrs& attrs) {
   const PadAttrs& pad = op_attrs<OpKind::pad>(attrs);
   std::vector<std::int64_t> low;
   std::vector<std::int64_t> high;
@@ -221,15 +213,7 @@ Lowered lower_pad(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
     low.push_back(pad.paddings[2 * axis]);
     high.push_back(pad.paddings[2 * axis + 1]);
   }
-  const std::vector<std::int64_t> interior(low.size(), 0);
-  const StablehloValue value = emit.constant(pad.value, {}, in[0].dtype);
-  return {emit.emit("\"stablehlo.pad\"(" + in[0].name + ", " + value.name +
-                        ") {edge_padding_low = " + StablehloEmitter::i64_array(low) +
-                        ", edge_padding_high = " + StablehloEmitter::i64_array(high) +
-                        ", interior_padding = " + StablehloEmitter::i64_array(interior) + "} : (" +
-                        StablehloEmitter::type(in[0]) + ", " + StablehloEmitter::type(value) +
-                        ") -> " + StablehloEmitter::type(out[0].shape, out[0].dtype),
-                    out[0].shape, out[0].dtype)};
+  return {emit.pad(in[0], pad.value, low, high)};
 }
 
 Lowered lower_cast(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out, const Attrs&) {

@@ -164,24 +164,14 @@ std::vector<StablehloValue> lower_max_pool_backward(StablehloEmitter& emit,
   const Pool2DOptions& options = op_attrs<OpKind::max_pool2d_backward>(attrs);
   const Window2D geometry = pool_window("max_pool2d_backward", x.shape, options);
   const std::vector<std::array<std::int64_t, 2>> padding = pool_padding(geometry);
-  Shape padded_shape = x.shape;
   std::vector<std::int64_t> low;
   std::vector<std::int64_t> high;
   for (std::size_t axis = 0; axis < 4; ++axis) {
-    padded_shape[axis] += padding[axis][0] + padding[axis][1];
     low.push_back(padding[axis][0]);
     high.push_back(padding[axis][1]);
   }
-  const StablehloValue lowest =
-      emit.constant(-std::numeric_limits<double>::infinity(), {}, x.dtype);
-  const StablehloValue padded =
-      emit.emit("\"stablehlo.pad\"(" + x.name + ", " + lowest.name +
-                    ") {edge_padding_low = " + StablehloEmitter::i64_array(low) +
-                    ", edge_padding_high = " + StablehloEmitter::i64_array(high) +
-                    ", interior_padding = " + StablehloEmitter::i64_array({0, 0, 0, 0}) + "} : (" +
-                    StablehloEmitter::type(x) + ", " + StablehloEmitter::type(lowest) + ") -> " +
-                    StablehloEmitter::type(padded_shape, x.dtype),
-                padded_shape, x.dtype);
+  const StablehloValue padded = emit.pad(x, -std::numeric_limits<double>::infinity(), low, high);
+  const Shape& padded_shape = padded.shape;
   const StablehloValue zero = emit.constant(0.0, {}, dy.dtype);
   const StablehloValue scattered = emit.emit(
       "\"stablehlo.select_and_scatter\"(" + padded.name + ", " + dy.name + ", " + zero.name +
@@ -196,13 +186,7 @@ std::vector<StablehloValue> lower_max_pool_backward(StablehloEmitter& emit,
   std::vector<std::int64_t> limit;
   for (std::size_t axis = 0; axis < 4; ++axis)
     limit.push_back(low[axis] + x.shape[axis]);
-  return {emit.emit("\"stablehlo.slice\"(" + scattered.name +
-                        ") {start_indices = " + StablehloEmitter::i64_array(low) +
-                        ", limit_indices = " + StablehloEmitter::i64_array(limit) +
-                        ", strides = " + StablehloEmitter::i64_array({1, 1, 1, 1}) + "} : (" +
-                        StablehloEmitter::type(scattered) + ") -> " +
-                        StablehloEmitter::type(out[0].shape, out[0].dtype),
-                    out[0].shape, out[0].dtype)};
+  return {emit.slice(scattered, low, limit)};
 }
 
 // dx: dy divided by its windows' counts, spread back over each window: the transpose of a
@@ -224,7 +208,6 @@ std::vector<StablehloValue> lower_avg_pool_backward(StablehloEmitter& emit,
   std::vector<std::int64_t> low{0};
   std::vector<std::int64_t> high{0};
   std::vector<std::int64_t> interior{0};
-  Shape padded_shape{dy.shape[0]};
   for (std::size_t axis = 0; axis < 2; ++axis) {
     const std::int64_t window = options.window[axis];
     const std::int64_t stride = options.strides[axis];
@@ -235,21 +218,11 @@ std::vector<StablehloValue> lower_avg_pool_backward(StablehloEmitter& emit,
     low.push_back(before);
     high.push_back(after);
     interior.push_back(stride - 1);
-    padded_shape.push_back(dilated_out + before + after);
   }
   low.push_back(0);
   high.push_back(0);
   interior.push_back(0);
-  padded_shape.push_back(dy.shape[3]);
-  const StablehloValue zero = emit.constant(0.0, {}, dy.dtype);
-  const StablehloValue padded =
-      emit.emit("\"stablehlo.pad\"(" + share.name + ", " + zero.name +
-                    ") {edge_padding_low = " + StablehloEmitter::i64_array(low) +
-                    ", edge_padding_high = " + StablehloEmitter::i64_array(high) +
-                    ", interior_padding = " + StablehloEmitter::i64_array(interior) + "} : (" +
-                    StablehloEmitter::type(share) + ", " + StablehloEmitter::type(zero) + ") -> " +
-                    StablehloEmitter::type(padded_shape, dy.dtype),
-                padded_shape, dy.dtype);
+  const StablehloValue padded = emit.pad(share, 0.0, low, high, interior);
   return {reduce_window(emit, padded, "stablehlo.add", 0.0, options.window, {1, 1},
                         {{0, 0}, {0, 0}, {0, 0}, {0, 0}}, out[0].shape)};
 }

@@ -150,6 +150,37 @@ StablehloValue StablehloEmitter::convert(const StablehloValue& value, DType dtyp
   return elementwise("stablehlo.convert", {value}, dtype);
 }
 
+StablehloValue StablehloEmitter::pad(const StablehloValue& value, double fill,
+                                     const std::vector<std::int64_t>& low,
+                                     const std::vector<std::int64_t>& high,
+                                     std::vector<std::int64_t> interior) {
+  if (interior.empty()) interior.assign(value.shape.size(), 0);
+  Shape shape = value.shape;
+  for (std::size_t axis = 0; axis < shape.size(); ++axis) {
+    const std::int64_t cells = shape[axis];
+    shape[axis] = cells + low[axis] + high[axis] + (cells > 0 ? interior[axis] * (cells - 1) : 0);
+  }
+  const StablehloValue filler = constant(fill, {}, value.dtype);
+  return emit("\"stablehlo.pad\"(" + value.name + ", " + filler.name + ") {edge_padding_low = " +
+                  i64_array(low) + ", edge_padding_high = " + i64_array(high) +
+                  ", interior_padding = " + i64_array(interior) + "} : (" + type(value) + ", " +
+                  type(filler) + ") -> " + type(shape, value.dtype),
+              shape, value.dtype);
+}
+
+StablehloValue StablehloEmitter::slice(const StablehloValue& value,
+                                       const std::vector<std::int64_t>& begin,
+                                       const std::vector<std::int64_t>& limit) {
+  Shape shape;
+  for (std::size_t axis = 0; axis < begin.size(); ++axis)
+    shape.push_back(limit[axis] - begin[axis]);
+  return emit("\"stablehlo.slice\"(" + value.name + ") {start_indices = " + i64_array(begin) +
+                  ", limit_indices = " + i64_array(limit) +
+                  ", strides = " + i64_array(std::vector<std::int64_t>(begin.size(), 1)) + "} : (" +
+                  type(value) + ") -> " + type(shape, value.dtype),
+              shape, value.dtype);
+}
+
 StablehloValue StablehloEmitter::reshape(const StablehloValue& value, const Shape& shape) {
   if (value.shape == shape) return value;
   return emit("\"stablehlo.reshape\"(" + value.name + ") : (" + type(value) + ") -> " +

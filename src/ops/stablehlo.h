@@ -60,6 +60,14 @@ class StablehloEmitter {
                              DType result_dtype, const std::string& attributes = "");
   // "stablehlo.convert".
   StablehloValue convert(const StablehloValue& value, DType dtype);
+  // `value` padded with `fill` by low, high and (between cells) interior cells per axis;
+  // interior empty: none.
+  StablehloValue pad(const StablehloValue& value, double fill, const std::vector<std::int64_t>& low,
+                     const std::vector<std::int64_t>& high,
+                     std::vector<std::int64_t> interior = {});
+  // The cells [begin, limit) of each axis of `value`.
+  StablehloValue slice(const StablehloValue& value, const std::vector<std::int64_t>& begin,
+                       const std::vector<std::int64_t>& limit);
   // `value` with another shape of as many elements.
   StablehloValue reshape(const StablehloValue& value, const Shape& shape);
   // `value` reduced over `axes` with the binary op `op` ("stablehlo.add") from `init`; a sum of
