@@ -56,13 +56,20 @@ class CompiledStep {
   // The nodes after the passes, one per line with shapes, and the memory plan.
   std::string listing() const;
   // The graph as one StableHLO module, for an XLA backend to compile: @main takes the step's
-  // inputs followed by `captured` (the weights and other tensors the trace read) and returns the
-  // step's results. Throws InvalidArgument naming an op that has no lowering rule yet.
+  // inputs, then `captured` (the weights, slots and constants the trace read), then the host
+  // operands; it returns the step's results, then the new version of each argument the step
+  // updates in place (`updated`: their argument indices, in result order), aliased to it so
+  // that XLA writes the donated buffer. Throws InvalidArgument naming an op without a rule.
   struct Stablehlo {
     std::string module;
     std::vector<Tensor> captured;
+    std::size_t host_operands = 0;
+    std::vector<std::size_t> updated;
   };
   Stablehlo lower_to_stablehlo() const;
+  // Fills the host operands as a run does (advancing what they count, e.g. an optimizer's step)
+  // and returns their CPU copies in @main's order; they stay valid until the next fill or run.
+  const std::vector<Tensor>& fill_host_operands();
 
   struct Impl;
   explicit CompiledStep(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -73,9 +80,11 @@ class CompiledStep {
 
 // Traces `body` once on symbolic tensors shaped like `examples` (ops record instead of running;
 // reading a value is an error naming the op) and compiles the graph. Nothing runs: host state
-// such as an optimizer's step count advances only when the compiled step runs.
+// such as an optimizer's step count advances only when the compiled step runs. With `replicas`
+// above 1 the step is one replica's of a data-parallel program (examples: one replica's share;
+// all_reduce sums across them): it runs only lowered to XLA, and run() throws.
 CompiledStep trace_step(const std::string& name, const StepBody& body,
-                        const std::vector<Tensor>& examples);
+                        const std::vector<Tensor>& examples, int replicas = 1);
 
 // What decides a compiled step's graph, part by part ("input 0" -> "(32, 784) f32 on cpu:0"), so
 // a recompile can say what changed.

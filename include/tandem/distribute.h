@@ -54,6 +54,10 @@ namespace tandem::distribute::detail {
 class MultiWorkerDistribution;
 }
 
+namespace tandem::xla {
+class Client;
+}
+
 namespace tandem::distribute {
 
 // ---------------------------------------------------------------------------------------------
@@ -324,6 +328,31 @@ class MultiWorker final : public Strategy {
 
  private:
   std::shared_ptr<const detail::MultiWorkerDistribution> worker_;
+};
+
+// What the Xla strategy trains on.
+struct XlaOptions {
+  std::string platform = "cpu";  // cpu (XLA:CPU), gpu (XLA:GPU), tpu
+  int replicas = 1;
+  // A PJRT plugin file; empty: the one Tandem knows for the platform (XLA:CPU's, fetched by
+  // scripts/fetch-pjrt.sh).
+  std::string plugin;
+};
+
+// Training through XLA (PJRT): fit's whole training step traced once per batch shape, lowered
+// to one StableHLO module and compiled by the plugin; weights and optimizer slots stay on the
+// XLA device between steps, updated in place, and are copied back into the model after each
+// step. Throws DeviceUnavailable when the build has no XLA backend or the plugin cannot be
+// loaded, saying why.
+class Xla final : public Strategy {
+ public:
+  explicit Xla(const XlaOptions& options = {});
+  std::string description() const override;
+  // "XLA:cpu cpu:0 (PJRT C API 0.115, xla_version 2.0.0)": the device and its plugin.
+  std::string device_description() const;
+
+ private:
+  std::shared_ptr<const xla::Client> client_;
 };
 
 // The TPU slot. Tandem has no XLA backend yet, so constructing it throws DeviceUnavailable with

@@ -21,7 +21,8 @@ namespace tandem {
   /* element-wise unary */                                                           \
   X(neg)                                                                             \
   X(abs)                                                                             \
-  X(sign) X(exp) X(log) X(sqrt) X(rsqrt) X(square) X(relu) X(gelu) X(sigmoid)        \
+  X(sign)                                                                            \
+  X(exp) X(log) X(sqrt) X(rsqrt) X(square) X(relu) X(gelu) X(sigmoid)                \
       X(tanh) /* their backward kernels (dy with the forward input x or output y) */ \
       X(relu_backward) X(gelu_backward) X(sigmoid_backward)                          \
           X(tanh_backward) /* binary with NumPy broadcasting */                      \
@@ -45,13 +46,16 @@ namespace tandem {
 #define TANDEM_OPS_loss(X) X(sparse_softmax_cross_entropy)
 // optimizer updates (in place: outputs alias the parameter and slot inputs)
 #define TANDEM_OPS_optimizer(X) X(sgd_update) X(adam_update)
+// collectives across the replicas of a data-parallel XLA program
+#define TANDEM_OPS_collective(X) X(all_reduce)
 
 // The families in table order: F(family, X) for each.
 #define TANDEM_OP_FAMILIES(F, X)                                                            \
   F(elementwise, X)                                                                         \
   F(reduction, X)                                                                           \
-  F(gather, X) F(linalg, X) F(conv, X) F(pool, X) F(norm, X) F(layer_norm, X) F(softmax, X) \
-      F(layout, X) F(dropout, X) F(loss, X) F(optimizer, X)
+  F(gather, X)                                                                              \
+  F(linalg, X) F(conv, X) F(pool, X) F(norm, X) F(layer_norm, X) F(softmax, X) F(layout, X) \
+      F(dropout, X) F(loss, X) F(optimizer, X) F(collective, X)
 #define TANDEM_OPS_OF_FAMILY(family, X) TANDEM_OPS_##family(X)
 // X(op) for every op, in table order.
 #define TANDEM_OPS(X) TANDEM_OP_FAMILIES(TANDEM_OPS_OF_FAMILY, X)
@@ -268,6 +272,12 @@ struct AdamOptions {
 };
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const Tensor& schedule,
                  const AdamOptions& options = {});
+
+// ---- collectives ----
+// The sum of `x` over the `replicas` replicas of the data-parallel program it runs in
+// (stablehlo.all_reduce; the XLA strategies trace their step once for every replica). Run
+// eagerly, or in a program of one replica, it is `x`; eagerly with more replicas it is an error.
+Tensor all_reduce(const Tensor& x, int replicas);
 
 // ---- values the host computes for every run of a step ----
 // Fills a CPU tensor of the operand's shape and dtype.

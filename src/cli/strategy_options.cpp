@@ -12,7 +12,16 @@
 namespace tandem::cli {
 namespace {
 
-constexpr const char* kStrategies = "auto, cpu, gpu, gpu:N, mirrored or multi-worker";
+constexpr const char* kStrategies =
+    "auto, cpu, gpu, gpu:N, mirrored, multi-worker, xla-cpu, xla-gpu or tpu";
+
+// The XLA platform a strategy name asks for ("xla-cpu" -> "cpu"), or "" for the others.
+std::string xla_platform(const std::string& name) {
+  if (name == "xla-cpu") return "cpu";
+  if (name == "xla-gpu") return "gpu";
+  if (name == "tpu") return "tpu";
+  return "";
+}
 
 // "gpu" and "gpu:N" name one GPU; nullopt for anything else.
 std::optional<Device> single_gpu(const std::string& name) {
@@ -50,15 +59,29 @@ const OptionTable<StrategyOptions>& strategy_options() {
       {"--strategy", "NAME",
        "where to train: auto (the best of TPU, several GPUs, one GPU, the CPU, with the reason "
        "for each fallback), cpu, gpu or gpu:N (one GPU), mirrored (every local GPU), "
-       "multi-worker (one process per device, under mpirun or `tandem launch`) (default auto)",
+       "multi-worker (one process per device, under mpirun or `tandem launch`), xla-cpu, "
+       "xla-gpu (the whole step compiled by XLA through a PJRT plugin), tpu (default auto)",
        [](O& options, const std::string& option, const std::string& text) {
          if (text != "auto" && text != "cpu" && text != "mirrored" && text != "multi-worker" &&
-             !single_gpu(text)) {
+             !single_gpu(text) && xla_platform(text).empty()) {
            throw UsageError("unknown strategy '" + text + "' for " + option + "; choose " +
                             kStrategies);
          }
          options.name = text;
        }},
+      {"--replicas", "N",
+       "xla-cpu, xla-gpu, tpu: train on N devices of the platform together, one replica each "
+       "(default 1)",
+       [](O& options, const std::string& option, const std::string& text) {
+         const std::int64_t replicas = parse_positive_integer(option, text);
+         if (replicas > 4096) {
+           throw UsageError(option + " must be at most 4096, got '" + text + "'");
+         }
+         options.replicas = static_cast<int>(replicas);
+       }},
+      {"--pjrt-plugin", "PATH",
+       "xla-cpu, xla-gpu, tpu: the PJRT plugin to load (default: the one found for the platform)",
+       [](O& options, const std::string&, const std::string& text) { options.pjrt_plugin = text; }},
       {"--lr-scaling", "RULE",
        "none: --lr applies to the global batch as given; linear: multiplied by the number of "
        "replicas (default none)",
@@ -93,7 +116,18 @@ const OptionTable<StrategyOptions>& strategy_options() {
 }
 
 std::shared_ptr<distribute::Strategy> make_strategy(const StrategyOptions& options) {
+  const std::string platform = xla_platform(options.name);
+  if (platform.empty() && (options.replicas != 1 || !options.pjrt_plugin.empty())) {
+    throw UsageError(std::string(options.replicas != 1 ? "--replicas" : "--pjrt-plugin") +
+                     " is for the XLA strategies (xla-cpu, xla-gpu, tpu), not --strategy " +
+                     options.name + "; for several GPUs use --strategy mirrored");
+  }
   try {
+    if (!platform.empty() && platform != "tpu") {
+      return std::make_shared<distribute::Xla>(
+          distribute::XlaOptions{platform, options.replicas, options.pjrt_plugin});
+    }
+    if (platform == "tpu") return std::make_shared<distribute::TPU>();
     if (options.name == "auto") {
       return distribute::Strategy::auto_select(nullptr, options.multi_worker);
     }
@@ -110,7 +144,11 @@ std::shared_ptr<distribute::Strategy> make_strategy(const StrategyOptions& optio
 
 void describe_strategy(const distribute::Strategy& strategy, const StrategyOptions& options,
                        std::int64_t per_replica_batch_size, std::ostream& out) {
-  out << "device: " << device_description(strategy.devices().front()) << "\n";
+  const auto* xla_strategy = dynamic_cast<const distribute::Xla*>(&strategy);
+  out << "device: "
+      << (xla_strategy != nullptr ? xla_strategy->device_description()
+                                  : device_description(strategy.devices().front()))
+      << "\n";
   const int replicas = strategy.num_replicas_in_sync();
   out << "strategy: " << strategy.description();
   if (replicas > 1) {

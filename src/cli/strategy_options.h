@@ -1,7 +1,8 @@
 #pragma once
 // `tandem train`'s options for where and how it trains: --strategy (auto, cpu, gpu, mirrored,
-// multi-worker), the learning-rate rule for the global batch and the multi-worker timeouts, and
-// the strategy they make, announced with the reason for every fallback.
+// multi-worker, xla-cpu, xla-gpu, tpu), --replicas and --pjrt-plugin for XLA, the learning-rate
+// rule for the global batch and the multi-worker timeouts, and the strategy they make, announced
+// with the reason for every fallback.
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
@@ -17,7 +18,10 @@
 namespace tandem::cli {
 
 struct StrategyOptions {
-  std::string name = "auto";  // auto, cpu, gpu, gpu:N, mirrored, multi-worker
+  std::string name =
+      "auto";               // auto, cpu, gpu, gpu:N, mirrored, multi-worker, xla-cpu, xla-gpu, tpu
+  int replicas = 1;         // XLA: devices of the platform trained on together
+  std::string pjrt_plugin;  // XLA: the plugin file; empty: the one found for the platform
   distribute::LearningRateScaling lr_scaling = distribute::LearningRateScaling::none;
   distribute::MultiWorkerOptions multi_worker;
 };

@@ -201,6 +201,7 @@ std::vector<std::pair<std::string, std::string>> training_configuration(
                 : *options.jit ? "on"
                                : "off"},
       {"--strategy", options.strategy.name},
+      {"--replicas", std::to_string(options.strategy.replicas)},
       {"--lr-scaling",
        options.strategy.lr_scaling == distribute::LearningRateScaling::linear ? "linear" : "none"},
       {"--bucket-kib",
@@ -235,7 +236,8 @@ const std::vector<std::string>& per_worker_options() {
                                               "--save-model",
                                               "--join-timeout",
                                               "--collective-timeout",
-                                              "--memory-limit"};
+                                              "--memory-limit",
+                                              "--pjrt-plugin"};
   return names;
 }
 
@@ -298,16 +300,20 @@ struct FashionMnistInput {
   data::Pipeline training;
   std::optional<data::Pipeline> validation;
   data::Pipeline test;
-  Shape image_shape;  // of one example: (28, 28, 1)
+  Shape image_shape;         // of one example: (28, 28, 1)
+  std::int64_t dropped = 0;  // training examples left out of each epoch (see fashion_mnist_input)
 };
 
-data::Pipeline scaled_batches(const data::Pipeline& examples, std::int64_t batch_size) {
-  return examples.batch(batch_size)
+data::Pipeline scaled_batches(const data::Pipeline& examples, std::int64_t batch_size,
+                              bool drop_remainder = false) {
+  return examples.batch(batch_size, drop_remainder)
       .prefetch(data::kAutotune)
       .map(data::cast(DType::f32, 1.0 / 255.0), {.name = "scale"});
 }
 
-FashionMnistInput fashion_mnist_input(const TrainOptions& options) {
+// `equal_shares`: the replicas each global batch must split into equally (XLA's replicas run one
+// program of one static shape); a last partial batch that does not is dropped.
+FashionMnistInput fashion_mnist_input(const TrainOptions& options, int equal_shares = 1) {
   const data::IdxFiles train_files = data::fashion_mnist_files(options.data_dir, "train");
   const data::IdxFiles test_files = data::fashion_mnist_files(options.data_dir, "t10k");
   const data::IdxOptions idx{.num_classes = kFashionMnistClasses};
@@ -338,9 +344,12 @@ FashionMnistInput fashion_mnist_input(const TrainOptions& options) {
                           shape_str(image_shape) +
                           "; the files of --data-dir come from different data sets");
   }
-  FashionMnistInput input{scaled_batches(examples.shuffle(kept, options.seed), options.batch_size),
-                          std::nullopt, scaled_batches(test_examples, kEvaluationBatchSize),
-                          image_shape};
+  const std::int64_t remainder = kept % options.batch_size;
+  const bool drop_remainder = remainder % equal_shares != 0;
+  FashionMnistInput input{
+      scaled_batches(examples.shuffle(kept, options.seed), options.batch_size, drop_remainder),
+      std::nullopt, scaled_batches(test_examples, kEvaluationBatchSize), image_shape,
+      drop_remainder ? remainder : 0};
   if (kept < total) input.validation = scaled_batches(all.skip(kept), kEvaluationBatchSize);
   return input;
 }
@@ -485,7 +494,11 @@ int run_train(const ParsedArgs& args) {
                       : "")
               << "\n";
   }
-  FashionMnistInput input = fashion_mnist_input(global);
+  // XLA's replicas take equal shares of every batch.
+  const int equal_shares = dynamic_cast<const distribute::Xla*>(strategy.get()) != nullptr
+                               ? strategy->num_replicas_in_sync()
+                               : 1;
+  FashionMnistInput input = fashion_mnist_input(global, equal_shares);
   const data::Pipeline& training = input.training;
   const data::Pipeline& test = input.test;
   const Shape& example_shape = input.image_shape;  // (28, 28, 1)
@@ -494,7 +507,7 @@ int run_train(const ParsedArgs& args) {
                                           training.num_examples(), chatty ? &std::cout : nullptr);
     global.batch_size = strategy->global_batch_size(options.batch_size);
     manual_seed(options.seed);  // the trials drew initial weights
-    input = fashion_mnist_input(global);
+    input = fashion_mnist_input(global, equal_shares);
   }
   if (chatty) {
     std::cout << "data: Fashion-MNIST from " << options.data_dir << ": " << training.num_examples()
@@ -503,6 +516,11 @@ int run_train(const ParsedArgs& args) {
                       ? ", " + std::to_string(input.validation->num_examples()) + " validation"
                       : "")
               << ", " << test.num_examples() << " test images " << shape_str(example_shape) << "\n";
+    if (input.dropped > 0) {
+      std::cout << "data: the last " << plural(input.dropped, "training example")
+                << " of each epoch are left out: that partial batch does not split over "
+                << equal_shares << " XLA replicas\n";
+    }
   }
   if (options.verbosity == 2) std::cout << "input pipeline: " << training.describe() << "\n";
 
@@ -523,7 +541,11 @@ int run_train(const ParsedArgs& args) {
               << ", batch size " << options.batch_size << ", Adam lr " << global.learning_rate
               << (options.schedule == "cosine" ? " with cosine decay" : "") << ", seed "
               << options.seed << (options.checkpointing.deterministic ? ", deterministic" : "")
-              << (model.jit_compiled() ? ", compiled step" : ", eager step") << "\n";
+              << (dynamic_cast<const distribute::Xla*>(strategy.get()) != nullptr
+                      ? ", the whole step compiled by XLA"
+                  : model.jit_compiled() ? ", compiled step"
+                                         : ", eager step")
+              << "\n";
   }
 
   train::FitOptions fit_options;

@@ -73,6 +73,10 @@ struct CompiledStep::Impl {
   void ensure_arena();
   void release_arena();
   void bind(const std::vector<Tensor>& inputs);
+  void fill_host_operands() {
+    for (std::size_t k = 0; k < graph.host_operands.size(); ++k)
+      graph.values[static_cast<std::size_t>(graph.host_operands[k])].fill(host_staging[k]);
+  }
 };
 
 // The block is allocated at a step's first run, and again after release_arena.
@@ -220,6 +224,11 @@ void CompiledStep::Impl::plan() {
 }
 
 void CompiledStep::Impl::bind(const std::vector<Tensor>& inputs) {
+  if (graph.replicas > 1) {
+    throw InvalidArgument("compiled step '" + graph.name + "' was traced as one of " +
+                          std::to_string(graph.replicas) +
+                          " replicas and runs only lowered to XLA (lower_to_stablehlo)");
+  }
   ensure_arena();
   if (inputs.size() != graph.inputs.size()) {
     throw InvalidArgument("compiled step '" + graph.name + "' takes " +
@@ -259,10 +268,10 @@ void CompiledStep::Impl::bind(const std::vector<Tensor>& inputs) {
       rebuild_views(static_cast<int>(r));
     }
   }
-  for (std::size_t k = 0; k < graph.host_operands.size(); ++k) {
-    const auto id = static_cast<std::size_t>(graph.host_operands[k]);
-    graph.values[id].fill(host_staging[k]);
-    if (graph.device.type != DeviceType::cpu) {
+  fill_host_operands();
+  if (graph.device.type != DeviceType::cpu) {
+    for (std::size_t k = 0; k < graph.host_operands.size(); ++k) {
+      const auto id = static_cast<std::size_t>(graph.host_operands[k]);
       tandem::detail::copy_into(handles[id], host_staging[k], graph.values[id].what);
     }
   }
@@ -331,10 +340,17 @@ const CompiledStepStats& CompiledStep::stats() const {
 CompiledStep::Stablehlo CompiledStep::lower_to_stablehlo() const {
   const Graph& graph = impl_->graph;
   compile::LoweredGraph lowered = compile::lower_graph(graph);
-  Stablehlo program{std::move(lowered.module), {}};
-  for (std::size_t i = graph.inputs.size(); i < lowered.arguments.size(); ++i)
+  Stablehlo program{
+      std::move(lowered.module), {}, graph.host_operands.size(), std::move(lowered.updated)};
+  const std::size_t captures_end = lowered.arguments.size() - graph.host_operands.size();
+  for (std::size_t i = graph.inputs.size(); i < captures_end; ++i)
     program.captured.push_back(graph.values[static_cast<std::size_t>(lowered.arguments[i])].tensor);
   return program;
+}
+
+const std::vector<Tensor>& CompiledStep::fill_host_operands() {
+  impl_->fill_host_operands();
+  return impl_->host_staging;
 }
 
 std::string CompiledStep::listing() const {
@@ -355,8 +371,12 @@ std::string CompiledStep::listing() const {
 }
 
 CompiledStep trace_step(const std::string& name, const StepBody& body,
-                        const std::vector<Tensor>& examples) {
-  compile::Tracer tracer(name);
+                        const std::vector<Tensor>& examples, int replicas) {
+  if (replicas < 1) {
+    throw InvalidArgument("trace_step '" + name + "': replicas must be at least 1, got " +
+                          std::to_string(replicas));
+  }
+  compile::Tracer tracer(name, replicas);
   std::vector<Tensor> outputs;
   {
     std::vector<Tensor> inputs;

@@ -50,6 +50,8 @@ struct Graph {
   std::vector<int> inputs;         // the step's arguments, value ids
   std::vector<int> outputs;        // what the step returns, value ids
   std::vector<int> host_operands;  // value ids, in the order their fills run
+  // The replicas of the data-parallel program it was traced as (see TraceRecorder::replicas).
+  int replicas = 1;
 
   // The value whose buffer `value` lives in: itself unless it aliases another.
   int root(int value) const;

@@ -25,50 +25,89 @@ LoweredGraph lower_graph(const Graph& graph) {
   LoweredGraph lowered;
   lowered.arguments = graph.inputs;
   for (std::size_t id = 0; id < graph.values.size(); ++id) {
-    const Value& value = graph.values[id];
-    if (value.kind == ValueKind::capture || value.kind == ValueKind::constant) {
+    const ValueKind kind = graph.values[id].kind;
+    if (kind == ValueKind::capture || kind == ValueKind::constant) {
       lowered.arguments.push_back(static_cast<int>(id));
     }
-    if (value.kind == ValueKind::host) {
-      throw InvalidArgument("lowering '" + graph.name + "' to StableHLO: the host operand '" +
-                            value.what + "' is not lowered yet; run this step without XLA");
-    }
   }
+  lowered.arguments.insert(lowered.arguments.end(), graph.host_operands.begin(),
+                           graph.host_operands.end());
+  // The graph writes buffers in place; SSA has versions instead. `latest` is a buffer's current
+  // version (by its root value); a view stays valid only while its root has the version it was
+  // made from.
   std::vector<StablehloValue> values(graph.values.size());
-  std::string signature;
+  std::vector<StablehloValue> latest(graph.values.size());
+  std::vector<int> writes(graph.values.size(), 0);         // per root
+  std::vector<int> made_at_write(graph.values.size(), 0);  // per view
   for (std::size_t i = 0; i < lowered.arguments.size(); ++i) {
-    const Value& value = graph.values[static_cast<std::size_t>(lowered.arguments[i])];
-    StablehloValue& argument = values[static_cast<std::size_t>(lowered.arguments[i])];
-    argument = {"%arg" + std::to_string(i), value.meta.shape, value.meta.dtype};
-    signature += (i ? ", " : "") + argument.name + ": " + StablehloEmitter::type(argument);
+    const auto id = static_cast<std::size_t>(lowered.arguments[i]);
+    const Value& value = graph.values[id];
+    values[id] = latest[id] = {"%arg" + std::to_string(i), value.meta.shape, value.meta.dtype};
   }
+  const auto read = [&](int value, const std::string& use) -> const StablehloValue& {
+    const auto id = static_cast<std::size_t>(value);
+    const auto root = static_cast<std::size_t>(graph.root(value));
+    if (root == id) return latest[id];
+    if (made_at_write[id] != writes[root]) {
+      throw InvalidArgument("lowering '" + graph.name + "' to StableHLO: " + use + " reads " +
+                            describe_value(graph, value) +
+                            ", a view of a buffer written after the view was made; run this "
+                            "step without XLA");
+    }
+    return values[id];
+  };
   StablehloEmitter emitter;
-  for (const Node& node : graph.nodes) {
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
     const OpDef& def = op_def(node.kind);
     if (def.lower == nullptr) {
       throw InvalidArgument("lowering '" + graph.name + "' to StableHLO: op " + def.name +
                             " has no lowering rule yet; run this step without XLA");
     }
+    const std::string use = std::string(def.name) + " (node " + std::to_string(n) + ")";
     std::vector<StablehloValue> inputs;
     for (const int input : node.inputs)
-      inputs.push_back(values[static_cast<std::size_t>(input)]);
+      inputs.push_back(read(input, use));
     std::vector<TensorMeta> outputs;
     for (const int output : node.outputs)
       outputs.push_back(graph.values[static_cast<std::size_t>(output)].meta);
     const std::vector<StablehloValue> results = def.lower(emitter, inputs, outputs, node.attrs);
     TANDEM_ASSERT(results.size() == node.outputs.size(), "a lowering returned another count");
-    for (std::size_t i = 0; i < results.size(); ++i)
-      values[static_cast<std::size_t>(node.outputs[i])] = results[i];
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const auto output = static_cast<std::size_t>(node.outputs[i]);
+      values[output] = latest[output] = results[i];
+      const auto root = static_cast<std::size_t>(graph.root(node.outputs[i]));
+      if (graph.writes(node) && root != output) {
+        latest[root] = results[i];
+        ++writes[root];
+      }
+      made_at_write[output] = writes[root];
+    }
+  }
+  std::vector<const StablehloValue*> returned;
+  for (const int output : graph.outputs)
+    returned.push_back(&read(output, "the step's output"));
+  std::string signature;
+  for (std::size_t i = 0; i < lowered.arguments.size(); ++i) {
+    const auto id = static_cast<std::size_t>(lowered.arguments[i]);
+    signature += (i ? ", " : "") + values[id].name + ": " + StablehloEmitter::type(values[id]);
+    if (writes[id] > 0) {
+      signature += " {tf.aliasing_output = " +
+                   std::to_string(graph.outputs.size() + lowered.updated.size()) + " : i32}";
+      lowered.updated.push_back(i);
+      returned.push_back(&latest[id]);
+    }
   }
   std::string names;
   std::string types;
-  for (const int output : graph.outputs) {
-    const StablehloValue& value = values[static_cast<std::size_t>(output)];
-    names += (names.empty() ? "" : ", ") + value.name;
-    types += (types.empty() ? "" : ", ") + StablehloEmitter::type(value);
+  for (const StablehloValue* value : returned) {
+    names += (names.empty() ? "" : ", ") + value->name;
+    types += (types.empty() ? "" : ", ") + StablehloEmitter::type(*value);
   }
   lowered.module = "module @" + symbol_of(graph.name) +
-                   " attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
+                   " attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = " +
+                   std::to_string(graph.replicas) +
+                   " : i32} {\n"
                    "  func.func public @main(" +
                    signature + ") -> (" + types + ") {\n" + emitter.body() + "    return " + names +
                    " : " + types + "\n  }\n}\n";

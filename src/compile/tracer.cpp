@@ -2,8 +2,9 @@
 
 namespace tandem::compile {
 
-Tracer::Tracer(std::string name) {
+Tracer::Tracer(std::string name, int replicas) {
   graph_.name = std::move(name);
+  graph_.replicas = replicas;
 }
 
 int Tracer::add_value(Value value, const Tensor& tensor) {

@@ -10,7 +10,8 @@ namespace tandem::compile {
 
 class Tracer : public TraceRecorder {
  public:
-  explicit Tracer(std::string name);
+  explicit Tracer(std::string name, int replicas = 1);
+  int replicas() const override { return graph_.replicas; }
 
   // A symbolic argument of the step shaped like `example`.
   Tensor add_input(const Tensor& example);

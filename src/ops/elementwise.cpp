@@ -208,29 +208,15 @@ Lowered lower_binary(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs ou
                            out[0].dtype)};
 }
 
-// How stablehlo.compare orders the dtype's values.
-const char* comparison_type(DType dtype) {
-  if (is_floating(dtype)) return "FLOAT";
-  return dtype == DType::u8 || dtype == DType::boolean ? "UNSIGNED" : "SIGNED";
-}
-
 template <StablehloName Direction>
 Lowered lower_comparison(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
                          const Attrs&) {
   const Shape& shape = out[0].shape;
-  return {emit.elementwise(
-      "stablehlo.compare", {emit.broadcast(in[0], shape), emit.broadcast(in[1], shape)},
-      DType::boolean,
-      std::string("comparison_direction = #stablehlo<comparison_direction ") + Direction.text +
-          ">, compare_type = #stablehlo<comparison_type " + comparison_type(in[0].dtype) + ">")};
+  return {emit.compare(emit.broadcast(in[0], shape), emit.broadcast(in[1], shape), Direction.text)};
 }
 
 StablehloValue greater_than_zero(StablehloEmitter& emit, const StablehloValue& x) {
-  return emit.elementwise("stablehlo.compare", {x, emit.constant(0.0, x.shape, x.dtype)},
-                          DType::boolean,
-                          std::string("comparison_direction = #stablehlo<comparison_direction GT>, "
-                                      "compare_type = #stablehlo<comparison_type ") +
-                              comparison_type(x.dtype) + ">");
+  return emit.compare(x, emit.constant(0.0, x.shape, x.dtype), "GT");
 }
 
 Lowered lower_square(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out, const Attrs&) {

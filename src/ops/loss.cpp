@@ -74,15 +74,9 @@ std::vector<StablehloValue> lower_sparse_softmax_cross_entropy(StablehloEmitter&
   const StablehloValue shifted = emit.elementwise("stablehlo.subtract", {logits, peak}, dtype);
   const StablehloValue exponentials = emit.elementwise("stablehlo.exponential", {shifted}, dtype);
   const StablehloValue total = emit.reduce(exponentials, {1}, "stablehlo.add", 0.0);  // (N,)
-  const StablehloValue classes =
-      emit.emit("\"stablehlo.iota\"() {iota_dimension = 1 : i64} : () -> " +
-                    StablehloEmitter::type(logits.shape, labels.dtype),
-                logits.shape, labels.dtype);
+  const StablehloValue classes = emit.iota(logits.shape, 1, labels.dtype);
   const StablehloValue is_label =
-      emit.elementwise("stablehlo.compare",
-                       {classes, emit.broadcast_in_dim(labels, logits.shape, {0})}, DType::boolean,
-                       "comparison_direction = #stablehlo<comparison_direction EQ>, compare_type = "
-                       "#stablehlo<comparison_type SIGNED>");
+      emit.compare(classes, emit.broadcast_in_dim(labels, logits.shape, {0}), "EQ");
   const StablehloValue one_hot = emit.convert(is_label, dtype);  // (N, C)
   const StablehloValue picked = emit.reduce(
       emit.elementwise("stablehlo.multiply", {shifted, one_hot}, dtype), {1}, "stablehlo.add",

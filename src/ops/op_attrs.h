@@ -86,6 +86,10 @@ struct DropoutAttrs {
   double rate = 0.0;  // the Philox key and counter are the op's second input, not attributes
 };
 
+struct AllReduceAttrs {
+  std::int64_t replicas = 1;
+};
+
 constexpr auto attr_fields(std::type_identity<NoAttrs>) {
   return std::tuple{};
 }
@@ -173,6 +177,9 @@ constexpr auto attr_fields(std::type_identity<CastAttrs>) {
 constexpr auto attr_fields(std::type_identity<DropoutAttrs>) {
   return std::tuple{AttrField{"rate", &DropoutAttrs::rate}};
 }
+constexpr auto attr_fields(std::type_identity<AllReduceAttrs>) {
+  return std::tuple{AttrField{"replicas", &AllReduceAttrs::replicas}};
+}
 constexpr auto attr_fields(std::type_identity<SgdOptions>) {
   return std::tuple{AttrField{"momentum", &SgdOptions::momentum},
                     AttrField{"nesterov", &SgdOptions::nesterov},
@@ -228,6 +235,7 @@ TANDEM_OP_ATTRS(cast, CastAttrs)
 TANDEM_OP_ATTRS(dropout, DropoutAttrs)
 TANDEM_OP_ATTRS(sgd_update, SgdOptions)
 TANDEM_OP_ATTRS(adam_update, AdamOptions)
+TANDEM_OP_ATTRS(all_reduce, AllReduceAttrs)
 #undef TANDEM_OP_ATTRS
 
 template <OpKind Kind>

@@ -23,6 +23,7 @@
 
 #include "ops/op_attrs.h"
 #include "ops/op_table.h"
+#include "ops/stablehlo.h"
 
 namespace tandem {
 namespace {
@@ -107,14 +108,110 @@ OpCost update_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> o
   return elementwise_cost(tensors, out.first(1), kFlops);
 }
 
+// The updates lowered as the kernels compute them: in the compute type (f32 for the 16-bit
+// floats), the schedule's scalars taken in f64 and converted once, the new values rounded to the
+// parameter's dtype. They return the new versions of the inputs they write; the module makes
+// those results alias the arguments (tf.aliasing_output), so XLA updates them in place.
+class UpdateLowering {
+ public:
+  UpdateLowering(StablehloEmitter& emit, std::span<const StablehloValue> in)
+      : emit_(emit),
+        shape_(in[0].shape),
+        dtype_(in[0].dtype),
+        compute_(StablehloEmitter::accumulation_type(in[0].dtype)),
+        schedule_(in[2]) {}
+  // The schedule's learning rate or step, in f64.
+  StablehloValue schedule(std::int64_t index) { return emit_.element(schedule_, index); }
+  // A scalar in f64 broadcast to the parameter's shape in the compute type.
+  StablehloValue spread(const StablehloValue& scalar) {
+    return emit_.broadcast(emit_.convert(scalar, compute_), shape_);
+  }
+  StablehloValue constant(double value) { return emit_.constant(value, shape_, compute_); }
+  StablehloValue load(const StablehloValue& value) { return emit_.convert(value, compute_); }
+  StablehloValue store(const StablehloValue& value) { return emit_.convert(value, dtype_); }
+  StablehloValue apply(const char* op, const StablehloValue& a, const StablehloValue& b) {
+    return emit_.elementwise(op, {a, b}, a.dtype);
+  }
+  StablehloValue add(const StablehloValue& a, const StablehloValue& b) {
+    return apply("stablehlo.add", a, b);
+  }
+  StablehloValue subtract(const StablehloValue& a, const StablehloValue& b) {
+    return apply("stablehlo.subtract", a, b);
+  }
+  StablehloValue multiply(const StablehloValue& a, const StablehloValue& b) {
+    return apply("stablehlo.multiply", a, b);
+  }
+  StablehloValue divide(const StablehloValue& a, const StablehloValue& b) {
+    return apply("stablehlo.divide", a, b);
+  }
+  StablehloValue f64(double value) { return emit_.constant(value, {}, DType::f64); }
+
+ private:
+  StablehloEmitter& emit_;
+  Shape shape_;
+  DType dtype_;
+  DType compute_;
+  StablehloValue schedule_;
+};
+
+std::vector<StablehloValue> lower_sgd_update(StablehloEmitter& emit,
+                                             std::span<const StablehloValue> in,
+                                             std::span<const TensorMeta>, const Attrs& attrs) {
+  const SgdOptions options = op_attrs<OpKind::sgd_update>(attrs);
+  UpdateLowering u(emit, in);
+  const StablehloValue learning_rate = u.spread(u.schedule(0));
+  const StablehloValue param = u.load(in[0]);
+  const StablehloValue grad =
+      u.add(u.load(in[1]), u.multiply(u.constant(options.weight_decay), param));
+  const StablehloValue step = u.multiply(learning_rate, grad);
+  if (in.size() < 4) return {u.store(u.subtract(param, step))};
+  const StablehloValue momentum = u.constant(options.momentum);
+  const StablehloValue velocity = u.subtract(u.multiply(momentum, u.load(in[3])), step);
+  const StablehloValue updated =
+      options.nesterov ? u.subtract(u.add(param, u.multiply(momentum, velocity)), step)
+                       : u.add(param, velocity);
+  return {u.store(updated), u.store(velocity)};
+}
+
+std::vector<StablehloValue> lower_adam_update(StablehloEmitter& emit,
+                                              std::span<const StablehloValue> in,
+                                              std::span<const TensorMeta>, const Attrs& attrs) {
+  const AdamOptions options = op_attrs<OpKind::adam_update>(attrs);
+  UpdateLowering u(emit, in);
+  // lr sqrt(1 - beta2^t) / (1 - beta1^t) and 1 - lr weight_decay, in f64 as the kernel has them.
+  const StablehloValue learning_rate = u.schedule(0);
+  const StablehloValue t = u.schedule(1);
+  const auto power = [&](double base) { return u.apply("stablehlo.power", u.f64(base), t); };
+  const StablehloValue corrected = u.divide(
+      u.multiply(learning_rate,
+                 emit.elementwise("stablehlo.sqrt", {u.subtract(u.f64(1.0), power(options.beta2))},
+                                  DType::f64)),
+      u.subtract(u.f64(1.0), power(options.beta1)));
+  const StablehloValue decay =
+      u.subtract(u.f64(1.0), u.multiply(learning_rate, u.f64(options.weight_decay)));
+  const StablehloValue grad = u.load(in[1]);
+  const StablehloValue m_old = u.load(in[3]);
+  const StablehloValue v_old = u.load(in[4]);
+  const StablehloValue m =
+      u.add(m_old, u.multiply(u.constant(1.0 - options.beta1), u.subtract(grad, m_old)));
+  const StablehloValue v = u.add(v_old, u.multiply(u.constant(1.0 - options.beta2),
+                                                   u.subtract(u.multiply(grad, grad), v_old)));
+  const StablehloValue denominator =
+      u.add(emit.elementwise("stablehlo.sqrt", {v}, v.dtype), u.constant(options.epsilon));
+  const StablehloValue param =
+      u.subtract(u.multiply(u.load(in[0]), u.spread(decay)),
+                 u.divide(u.multiply(u.spread(corrected), m), denominator));
+  return {u.store(param), u.store(m), u.store(v)};
+}
+
 }  // namespace
 
 std::vector<OpDef> define_optimizer_ops() {
   return op_family<k_optimizer_ops>(
       OpRules<OpKind::sgd_update>{
-          3, 4, infer_sgd_update, nullptr, update_cost<5>, nullptr, {0, 3}, true},
+          3, 4, infer_sgd_update, nullptr, update_cost<5>, lower_sgd_update, {0, 3}, true},
       OpRules<OpKind::adam_update>{
-          5, 5, infer_adam_update, nullptr, update_cost<12>, nullptr, {0, 3, 4}, true});
+          5, 5, infer_adam_update, nullptr, update_cost<12>, lower_adam_update, {0, 3, 4}, true});
 }
 
 Tensor update_schedule(double learning_rate, std::int64_t step, Device device) {

@@ -155,10 +155,7 @@ std::vector<StablehloValue> lower_argmax(StablehloEmitter& emit, std::span<const
   const StablehloValue& x = in[0];
   std::int64_t axis = op_attrs<OpKind::argmax>(attrs).axis;
   if (axis < 0) axis += static_cast<std::int64_t>(x.shape.size());
-  const StablehloValue indices =
-      emit.emit("\"stablehlo.iota\"() {iota_dimension = " + std::to_string(axis) +
-                    " : i64} : () -> " + StablehloEmitter::type(x.shape, DType::i64),
-                x.shape, DType::i64);
+  const StablehloValue indices = emit.iota(x.shape, axis, DType::i64);
   const StablehloValue lowest = emit.constant(lowest_value(x.dtype), {}, x.dtype);
   const StablehloValue first = emit.constant(0.0, {}, DType::i64);
   const std::string value_type = StablehloEmitter::type({}, x.dtype);

@@ -145,6 +145,34 @@ StablehloValue StablehloEmitter::elementwise(const std::string& op,
               shape, result_dtype);
 }
 
+StablehloValue StablehloEmitter::compare(const StablehloValue& left, const StablehloValue& right,
+                                         const std::string& direction) {
+  const DType dtype = left.dtype;
+  const char* ordering = is_floating(dtype)                              ? "FLOAT"
+                         : dtype == DType::u8 || dtype == DType::boolean ? "UNSIGNED"
+                                                                         : "SIGNED";
+  return elementwise("stablehlo.compare", {left, right}, DType::boolean,
+                     "comparison_direction = #stablehlo<comparison_direction " + direction +
+                         ">, compare_type = #stablehlo<comparison_type " + ordering + ">");
+}
+
+StablehloValue StablehloEmitter::iota(const Shape& shape, std::int64_t dimension, DType dtype) {
+  return emit("\"stablehlo.iota\"() {iota_dimension = " + std::to_string(dimension) +
+                  " : i64} : () -> " + type(shape, dtype),
+              shape, dtype);
+}
+
+StablehloValue StablehloEmitter::replica_id() {
+  // stablehlo.replica_id gives a ui32, a type Tandem's dtypes do not have.
+  const std::string id = fresh();
+  body_ += "    " + id + " = \"stablehlo.replica_id\"() : () -> tensor<ui32>\n";
+  return emit("\"stablehlo.convert\"(" + id + ") : (tensor<ui32>) -> tensor<i64>", {}, DType::i64);
+}
+
+StablehloValue StablehloEmitter::element(const StablehloValue& vector, std::int64_t index) {
+  return reshape(slice(vector, {index}, {index + 1}), {});
+}
+
 StablehloValue StablehloEmitter::convert(const StablehloValue& value, DType dtype) {
   if (value.dtype == dtype) return value;
   return elementwise("stablehlo.convert", {value}, dtype);

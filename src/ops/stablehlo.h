@@ -58,6 +58,16 @@ class StablehloEmitter {
   // name ("stablehlo.add", "chlo.erf"), `attributes` the text inside its braces, if any.
   StablehloValue elementwise(const std::string& op, const std::vector<StablehloValue>& operands,
                              DType result_dtype, const std::string& attributes = "");
+  // "stablehlo.compare" of two operands of one shape and dtype: `direction` is "EQ", "GE", ...;
+  // floats compare as FLOAT, u8 and bool as UNSIGNED, the other integers as SIGNED.
+  StablehloValue compare(const StablehloValue& left, const StablehloValue& right,
+                         const std::string& direction);
+  // A tensor of `shape` counting 0, 1, ... along axis `dimension`.
+  StablehloValue iota(const Shape& shape, std::int64_t dimension, DType dtype);
+  // The replica this program runs as (0 in a program of one), an i64 scalar.
+  StablehloValue replica_id();
+  // Element `index` of a vector (n,), as a scalar.
+  StablehloValue element(const StablehloValue& vector, std::int64_t index);
   // "stablehlo.convert".
   StablehloValue convert(const StablehloValue& value, DType dtype);
   // `value` padded with `fill` by low, high and (between cells) interior cells per axis;

@@ -20,6 +20,10 @@ class TraceRecorder {
   // A value the host computes anew before every run of the graph (see host_operand).
   virtual Tensor record_host_operand(const char* what, const TensorMeta& meta, Device device,
                                      HostFill fill) = 0;
+  // The replicas the traced step runs as (an XLA strategy's data-parallel program): the step
+  // sees one replica's share of the batch, and what it draws for the whole batch (dropout's
+  // random words) is as many shares.
+  virtual int replicas() const { return 1; }
 };
 
 // The recorder tracing on this thread, nullptr when none.

@@ -60,6 +60,9 @@ class Distribution {
   // run it compiled (CompileOptions::jit_compile): the run_replica step it is given then
   // ignores the ReplicaStep.
   virtual bool single_replica() const { return false; }
+  // Whether the strategy traces and compiles the whole step itself (XLA): fit then gives it the
+  // eager step to trace, whatever CompileOptions::jit_compile says.
+  virtual bool compiles_steps() const { return false; }
 };
 
 // The distribution that models compiled now on this thread train under (none: plain fit).

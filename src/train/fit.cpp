@@ -239,7 +239,14 @@ void Model::compile(const train::CompileOptions& options) {
   std::shared_ptr<train::detail::Distribution> distribution = train::detail::current_distribution();
   // Why the step cannot be compiled, if it cannot.
   std::string untraceable = optimizer->untraceable_reason();
-  if (untraceable.empty() && distribution && !distribution->single_replica()) {
+  if (distribution && distribution->compiles_steps() && !untraceable.empty()) {
+    throw InvalidArgument(label(state) +
+                          ".compile: this strategy compiles the whole training step (XLA), but "
+                          "it cannot be traced: " +
+                          untraceable + "; train with another strategy (--strategy cpu)");
+  }
+  if (untraceable.empty() && distribution && !distribution->single_replica() &&
+      !distribution->compiles_steps()) {
     untraceable =
         "training over several replicas runs each replica's step eagerly (the "
         "gradients are all-reduced on the host as the backward pass goes)";
@@ -255,7 +262,9 @@ void Model::compile(const train::CompileOptions& options) {
   state.loss = options.loss.get();
   state.metrics = std::move(metrics);
   state.distribution = std::move(distribution);
-  state.jit = untraceable.empty() && options.jit_compile.value_or(train::default_jit_compile());
+  state.jit = untraceable.empty() &&
+              !(state.distribution && state.distribution->compiles_steps()) &&
+              options.jit_compile.value_or(train::default_jit_compile());
   state.train_steps = std::make_shared<StepCache>("train_step");
 }
 

@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "cli/cli_runner.h"
 #include "cli/strategy_options.h"
+#include "tandem/data.h"
+#include "tandem/xla.h"
 
 namespace tandem::testing {
 namespace {
@@ -96,8 +99,11 @@ TEST(TrainCommand, StrategyOptionsAreChecked) {
     expect_contains(result.err, part);
   };
   usage_error({"train", "--strategy", "tpu-pod"},
-              "unknown strategy 'tpu-pod' for --strategy; choose auto, cpu, gpu, gpu:N, mirrored "
-              "or multi-worker");
+              "unknown strategy 'tpu-pod' for --strategy; choose auto, cpu, gpu, gpu:N, mirrored, "
+              "multi-worker, xla-cpu, xla-gpu or tpu");
+  usage_error({"train", "--strategy", "cpu", "--replicas", "2"},
+              "--replicas is for the XLA strategies (xla-cpu, xla-gpu, tpu), not --strategy cpu");
+  usage_error({"train", "--replicas", "0"}, "--replicas must be a positive integer");
   usage_error({"train", "--lr-scaling", "sqrt"}, "unknown rule 'sqrt' for --lr-scaling");
   usage_error({"train", "--collective-timeout", "0"}, "--collective-timeout must be a positive");
   usage_error({"train", "--bucket-kib", "-1"}, "--bucket-kib must be a positive integer");
@@ -120,6 +126,57 @@ TEST(TrainCommand, LinearScalingMultipliesTheRateByTheReplicas) {
   // Mirrored without GPUs is one replica on the CPU: the rate stays.
   expect_contains(result.out, "strategy: Mirrored(cpu)");
   expect_contains(result.out, "Adam lr 0.001");
+}
+
+// The bar for XLA:CPU: the tutorial CNN, one epoch of the real Fashion-MNIST, the whole
+// step compiled by XLA, at least 85% test accuracy.
+TEST(TrainCommand, XlaCpuTrainsTheCnnToTutorialAccuracy) {
+  if (!xla::build_info().built) GTEST_SKIP() << xla::build_info().reason;
+  if (xla::fetched_cpu_plugin().empty())
+    GTEST_SKIP() << "no XLA:CPU plugin: run scripts/fetch-pjrt.sh";
+  if (!std::filesystem::exists(std::string(data::kFashionMnistDefaultDir) +
+                               "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST is not in " << data::kFashionMnistDefaultDir
+                 << " (make deps puts it there)";
+  }
+  ScratchDir dir;
+  const std::string report = (dir.path() / "report.json").string();
+  const CliResult result = run_cli(
+      {"train", "--strategy", "xla-cpu", "--epochs", "1", "--threads", "2", "--report", report});
+  ASSERT_EQ(result.status, 0) << result.err;
+  expect_contains(result.out, "strategy: Xla(cpu");
+  JsonChecker json(slurp(report));
+  ASSERT_TRUE(json.valid());
+  EXPECT_GE(std::stod(json.top_level().at("test_accuracy")), 0.85) << result.out;
+}
+
+TEST(TrainCommand, XlaReplicasSplitTheGlobalBatch) {
+  if (!xla::build_info().built) GTEST_SKIP() << xla::build_info().reason;
+  if (xla::fetched_cpu_plugin().empty())
+    GTEST_SKIP() << "no XLA:CPU plugin: run scripts/fetch-pjrt.sh";
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 70, 32, 28, 28);
+  const CliResult result = run_cli({"train", "--model", "mlp", "--epochs", "1", "--threads", "1",
+                                    "--strategy", "xla-cpu", "--replicas", "4", "--batch-size", "8",
+                                    "--data-dir", dir.path().string()});
+  ASSERT_EQ(result.status, 0) << result.err;
+  expect_contains(result.out, "strategy: Xla(cpu, 4 replicas");
+  expect_contains(result.out, "global batch 32 = 8 per replica x 4 replicas");
+  // 70 = 2 x 32 + 6, and 6 examples do not split over 4 replicas.
+  expect_contains(result.out,
+                  "data: the last 6 training examples of each epoch are left out: that partial "
+                  "batch does not split over 4 XLA replicas");
+  expect_contains(result.out, "the whole step compiled by XLA");
+  expect_contains(result.out, "test accuracy: ");
+}
+
+TEST(TrainCommand, XlaStrategiesNameWhatIsMissing) {
+  const CliResult plugin = run_cli({"train", "--strategy", "xla-cpu", "--pjrt-plugin",
+                                    "/nonexistent/pjrt_plugin.so", "--quiet"});
+  EXPECT_EQ(plugin.status, 1);
+  expect_contains(plugin.err, "tandem: error: --strategy xla-cpu: ");
+  expect_contains(plugin.err,
+                  xla::build_info().built ? "/nonexistent/pjrt_plugin.so" : "has no XLA backend");
 }
 
 TEST(LaunchCommand, BuildsTheMpirunCommand) {

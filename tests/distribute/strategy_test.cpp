@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "distribute/replication.h"
+#include "support/training_fixtures.h"
 #include "tandem/distribute.h"
 #include "tandem/nn.h"
 #include "tandem/ops.h"
@@ -201,31 +202,6 @@ nn::Model compiled_model(const std::string& zoo_name, const distribute::Strategy
                  .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true),
                  .metrics = {"accuracy"}});
   return model;
-}
-
-data::TensorDataset make_dataset(std::int64_t examples, std::int64_t batch) {
-  manual_seed(9);
-  const Tensor x = random_uniform({examples, 16, 16, 1}, 0.0, 1.0);  // (N, 16, 16, 1)
-  std::vector<std::int32_t> labels;
-  for (std::int64_t n = 0; n < examples; ++n)
-    labels.push_back(static_cast<std::int32_t>(n % 4));
-  data::TensorDataset dataset(x, Tensor::from_vector(labels, {examples}));
-  dataset.shuffle(1).batch(batch);
-  return dataset;
-}
-
-double max_difference(const nn::Model& a, const nn::Model& b) {
-  const std::vector<Tensor> wa = a.weights();
-  const std::vector<Tensor> wb = b.weights();
-  EXPECT_EQ(wa.size(), wb.size());
-  double worst = 0;
-  for (std::size_t j = 0; j < wa.size(); ++j) {
-    const std::vector<float> va = wa[j].to_vector<float>();
-    const std::vector<float> vb = wb[j].to_vector<float>();
-    for (std::size_t i = 0; i < va.size(); ++i)
-      worst = std::max(worst, std::abs(double(va[i]) - vb[i]));
-  }
-  return worst;
 }
 
 TEST(Mirrored, LogicalCpuReplicasTrainLikeOneDeviceOnTheGlobalBatch) {

@@ -33,6 +33,7 @@ const KernelTable& kernels() {
     register_optimizer_kernels(filled);
     register_gather_kernels(filled);
     register_layer_norm_kernels(filled);
+    register_collective_kernels(filled);
     return filled;
   }();
   return table;

@@ -32,5 +32,6 @@ void register_dropout_kernels(KernelTable& table);
 void register_optimizer_kernels(KernelTable& table);
 void register_gather_kernels(KernelTable& table);
 void register_layer_norm_kernels(KernelTable& table);
+void register_collective_kernels(KernelTable& table);
 
 }  // namespace tandem::cpu

@@ -939,6 +939,15 @@ void loss_and_update_cases(CaseList& list) {
             .compare_gradients = false});
 }
 
+// all_reduce over the one replica an eager call (or a one-replica program) is: its input. The
+// XLA strategy's tests sum across real replicas.
+void collective_cases(CaseList& list) {
+  list.add({.op = K::all_reduce,
+            .name = "one_replica",
+            .inputs = [](InputMaker& in) { return Inputs{in.uniform(elementwise_shape(in))}; },
+            .run = [](const Inputs& x) { return Outputs{all_reduce(x[0], 1)}; }});
+}
+
 std::vector<OpCase> make_cases() {
   CaseList list;
   elementwise_cases(list);
@@ -951,6 +960,7 @@ std::vector<OpCase> make_cases() {
   softmax_cases(list);
   layout_cases(list);
   loss_and_update_cases(list);
+  collective_cases(list);
   std::vector<OpCase> cases = list.release();
   std::stable_sort(cases.begin(), cases.end(),
                    [](const OpCase& a, const OpCase& b) { return a.op < b.op; });

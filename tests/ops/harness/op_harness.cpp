@@ -369,15 +369,22 @@ struct XlaRun {
 };
 
 XlaRun run_on_xla(const OpCase& c, const Instance& instance, const Inputs& inputs) {
+  // As in the traced mode, a case that writes its inputs is traced with them captured.
+  const bool captured_inputs = op_def(c.op).writes_aliased_inputs;
+  const Inputs step_inputs = captured_inputs ? Inputs{} : inputs;
   CompiledStep step = trace_step(
-      c.label(), [&](const std::vector<Tensor>& symbolic) { return instance.run(symbolic); },
-      inputs);
+      c.label(),
+      [&](const std::vector<Tensor>& symbolic) {
+        return instance.run(captured_inputs ? inputs : symbolic);
+      },
+      step_inputs);
   CompiledStep::Stablehlo program = step.lower_to_stablehlo();
   const xla::Client& client = xla_cpu_client();
   const xla::Executable executable = client.compile(program.module);
   std::vector<xla::Buffer> arguments;
   const std::vector<Tensor>& captured = program.captured;
-  for (const std::vector<Tensor>* tensors : {&inputs, &captured}) {
+  const std::vector<Tensor>& host_operands = step.fill_host_operands();
+  for (const std::vector<Tensor>* tensors : {&step_inputs, &captured, &host_operands}) {
     for (const Tensor& tensor : *tensors)
       arguments.push_back(client.to_device(tensor.to(Device::cpu())));
   }
@@ -385,7 +392,10 @@ XlaRun run_on_xla(const OpCase& c, const Instance& instance, const Inputs& input
   for (const xla::Buffer& argument : arguments)
     pointers.push_back(&argument);
   XlaRun run{{}, std::move(program.module)};
-  for (const xla::Buffer& result : executable.execute(pointers))
+  // The step's results; the updated arguments after them are its in-place writes.
+  std::vector<xla::Buffer> results = executable.execute(pointers);
+  results.erase(results.end() - static_cast<std::ptrdiff_t>(program.updated.size()), results.end());
+  for (const xla::Buffer& result : results)
     run.outputs.push_back(result.to_host());
   return run;
 }

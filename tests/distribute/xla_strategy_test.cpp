@@ -1,0 +1,196 @@
+// The Xla strategy on XLA:CPU (the plugin scripts/fetch-pjrt.sh fetches): fit's whole training
+// step lowered to one StableHLO module, against the same model trained eagerly on the CPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <optional>
+
+#include "support/training_fixtures.h"
+#include "tandem/data.h"
+#include "tandem/distribute.h"
+#include "tandem/nn.h"
+#include "tandem/ops.h"
+#include "tandem/runtime.h"
+#include "tandem/train.h"
+#include "tandem/xla.h"
+
+namespace tandem::testing {
+namespace {
+
+std::string xla_unavailable() {
+  if (!xla::build_info().built) return xla::build_info().reason;
+  if (xla::fetched_cpu_plugin().empty()) return "no XLA:CPU plugin: run scripts/fetch-pjrt.sh";
+  return "";
+}
+
+#define SKIP_WITHOUT_XLA_CPU() \
+  if (const std::string why = xla_unavailable(); !why.empty()) GTEST_SKIP() << why
+
+// A CNN with dropout and batch normalisation, so that Philox masks, moving statistics and Adam's
+// slots all go through the lowered step.
+nn::Model compiled_model(const distribute::Strategy* strategy) {
+  manual_seed(5);
+  std::optional<distribute::StrategyScope> scope;
+  if (strategy != nullptr) scope.emplace(strategy->scope());
+  nn::Model model(
+      nn::Sequential({nn::Conv2D(8, 3, "relu"), nn::BatchNormalization(), nn::MaxPool2D(),
+                      nn::Flatten(), nn::Dropout(0.25), nn::Dense(16, "relu"), nn::Dense(4)}));
+  model.compile({.optimizer = train::Adam(1e-2),
+                 .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true),
+                 .metrics = {"accuracy"}});
+  return model;
+}
+
+// Each step's loss, as fit logs it.
+std::vector<double> step_losses(nn::Model& model, const data::Dataset& dataset, int epochs) {
+  std::vector<double> losses;
+  auto record = std::make_shared<train::LambdaCallback>(train::LambdaCallback::Functions{
+      .on_train_batch_end = [&](std::int64_t, const train::Logs& logs) {
+        losses.push_back(logs.at("loss"));
+      }});
+  model.fit(dataset, epochs, {.callbacks = {record}, .verbose = 0});
+  return losses;
+}
+
+TEST(XlaStrategy, TrainsLikeTheEagerCpuStepForStep) {
+  SKIP_WITHOUT_XLA_CPU();
+  set_num_threads(1);
+  // 5 batches of 16 and a last one of 4 (a second program), over 4 epochs: 24 steps.
+  const data::TensorDataset dataset = make_dataset(84, 16, 12);
+  nn::Model eager = compiled_model(nullptr);
+  const std::vector<double> expected = step_losses(eager, dataset, 4);
+
+  const distribute::Xla strategy;
+  nn::Model lowered = compiled_model(&strategy);
+  const std::vector<double> losses = step_losses(lowered, dataset, 4);
+
+  ASSERT_EQ(losses.size(), expected.size());
+  ASSERT_EQ(losses.size(), 24u);
+  for (std::size_t step = 0; step < losses.size(); ++step) {
+    // XLA's exp, log and sums round differently from the CPU kernels; the dropout masks are
+    // the same (else a loss would differ by far more).
+    EXPECT_NEAR(losses[step], expected[step], 1e-5 * std::max(1.0, std::abs(expected[step])))
+        << "step " << step;
+  }
+  // The model's host weights (and moving statistics) are the device's after the last step.
+  EXPECT_LT(max_difference(eager, lowered), 1e-3);
+  EXPECT_NEAR(lowered.evaluate(dataset).at("loss"), eager.evaluate(dataset).at("loss"), 1e-4);
+}
+
+// TPUStrategy's path on XLA:CPU's devices: one program for 2 replicas, gradients summed by
+// all_reduce. Without batch normalisation (whose batch statistics are each replica's own) two
+// replicas of half the batch train like one of the whole batch, dropout masks included.
+TEST(XlaStrategy, TwoReplicasOfHalfTheBatchTrainLikeOneOfTheWholeBatch) {
+  SKIP_WITHOUT_XLA_CPU();
+  set_num_threads(1);
+  const data::TensorDataset dataset = make_dataset(96, 32, 12);
+  const auto model_under = [](const distribute::Strategy& strategy) {
+    manual_seed(5);
+    const distribute::StrategyScope scope = strategy.scope();
+    nn::Model model(nn::Sequential({nn::Conv2D(8, 3, "relu"), nn::MaxPool2D(), nn::Flatten(),
+                                    nn::Dropout(0.25), nn::Dense(16, "relu"), nn::Dense(4)}));
+    model.compile({.optimizer = train::Adam(1e-2),
+                   .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true)});
+    return model;
+  };
+  const distribute::Xla one;
+  nn::Model whole = model_under(one);
+  const std::vector<double> expected = step_losses(whole, dataset, 3);
+  const distribute::Xla two({.platform = "cpu", .replicas = 2});
+  EXPECT_EQ(two.num_replicas_in_sync(), 2);
+  nn::Model halves = model_under(two);
+  const std::vector<double> losses = step_losses(halves, dataset, 3);
+  ASSERT_EQ(losses.size(), 9u);
+  for (std::size_t step = 0; step < losses.size(); ++step)
+    EXPECT_NEAR(losses[step], expected[step], 1e-5 * std::max(1.0, expected[step])) << step;
+  EXPECT_LT(max_difference(whole, halves), 1e-4);
+}
+
+// With batch normalisation each replica normalises with its own batch statistics and the moving
+// statistics become the replicas' mean: as Mirrored trains two CPU replicas.
+TEST(XlaStrategy, ReplicasAverageTheirMovingStatisticsAsMirroredDoes) {
+  SKIP_WITHOUT_XLA_CPU();
+  set_num_threads(1);
+  const data::TensorDataset dataset = make_dataset(64, 16, 12);
+  const distribute::Mirrored mirrored({Device::cpu(), Device::cpu()},
+                                      distribute::DeviceInventory{});
+  const distribute::Xla xla_replicas({.platform = "cpu", .replicas = 2});
+  const auto train_under = [&](const distribute::Strategy& strategy) {
+    manual_seed(5);
+    const distribute::StrategyScope scope = strategy.scope();
+    nn::Model model(nn::Sequential({nn::Conv2D(8, 3), nn::BatchNormalization(/*momentum=*/0.5),
+                                    nn::Activation("relu"), nn::Flatten(), nn::Dense(4)}));
+    model.compile({.optimizer = train::SGD(0.05),
+                   .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true)});
+    model.fit(dataset, 2, {.verbose = 0});
+    return model;
+  };
+  const nn::Model reference = train_under(mirrored);
+  const nn::Model lowered = train_under(xla_replicas);
+  EXPECT_LT(max_difference(reference, lowered), 1e-4);
+  const std::vector<float> mean = lowered.non_trainable_weights()[0].to_vector<float>();
+  EXPECT_GT(std::abs(mean[0]), 1e-3);  // the statistics moved
+}
+
+TEST(XlaStrategy, ABatchThatDoesNotSplitOverTheReplicasIsAnError) {
+  SKIP_WITHOUT_XLA_CPU();
+  const distribute::Xla strategy({.platform = "cpu", .replicas = 2});
+  const data::TensorDataset dataset = make_dataset(10, 5, 12);
+  nn::Model model = [&] {
+    const distribute::StrategyScope scope = strategy.scope();
+    nn::Model built(nn::Sequential({nn::Flatten(), nn::Dense(4)}));
+    built.compile({.optimizer = train::SGD(0.1),
+                   .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true)});
+    return built;
+  }();
+  try {
+    model.fit(dataset, 1, {.verbose = 0});
+    FAIL() << "trained batches of 5 on 2 replicas";
+  } catch (const InvalidArgument& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("a global batch of 5 examples does not split over 2 XLA replicas"),
+              std::string::npos)
+        << message;
+  }
+}
+
+TEST(XlaStrategy, DescribesItsPlatformAndPlugin) {
+  SKIP_WITHOUT_XLA_CPU();
+  const distribute::Xla strategy;
+  EXPECT_EQ(strategy.num_replicas_in_sync(), 1);
+  const std::string description = strategy.description();
+  EXPECT_NE(description.find("Xla(cpu"), std::string::npos) << description;
+  EXPECT_NE(description.find(xla::fetched_cpu_plugin()), std::string::npos) << description;
+}
+
+TEST(XlaStrategy, AMissingPluginIsUnavailableWithItsPath) {
+  if (!xla::build_info().built) GTEST_SKIP() << xla::build_info().reason;
+  try {
+    distribute::Xla strategy({.platform = "cpu", .plugin = "/nonexistent/libpjrt.so"});
+    FAIL() << "made an Xla strategy over a missing plugin";
+  } catch (const distribute::DeviceUnavailable& error) {
+    EXPECT_NE(std::string(error.what()).find("/nonexistent/libpjrt.so"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(XlaStrategy, AnUntraceableOptimizerIsRefusedAtCompile) {
+  SKIP_WITHOUT_XLA_CPU();
+  const distribute::Xla strategy;
+  const distribute::StrategyScope scope = strategy.scope();
+  nn::Model model(nn::Sequential({nn::Dense(2)}));
+  // Accumulating gradients decides on the host at which step to apply them.
+  try {
+    model.compile(
+        {.optimizer = train::Adam(1e-3, 0.9, 0.999, 1e-7, {.gradient_accumulation_steps = 2}),
+         .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true)});
+    FAIL() << "compiled an untraceable step for XLA";
+  } catch (const InvalidArgument& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("accumulates gradients"), std::string::npos) << message;
+    EXPECT_NE(message.find("--strategy cpu"), std::string::npos) << message;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::testing
