@@ -129,8 +129,8 @@ struct TpuInfo {
   LibraryInfo plugin;                 // the PJRT plugin (libtpu.so); version is its PJRT C API
   std::vector<std::string> searched;  // where the plugin was looked for, in order
   std::vector<TpuChip> chips;
-  std::string reason;  // why no TPU can be used (today always: no XLA backend yet)
-  bool backend_built = false;
+  std::string reason;          // why no TPU can be used; empty when one can
+  bool backend_built = false;  // this build of Tandem has the XLA backend
   bool usable() const { return backend_built && plugin.loaded && !chips.empty(); }
 };
 
@@ -143,8 +143,8 @@ struct DeviceInventory {
 
 // Where discovery looks. from_environment() gives the defaults: sonames on the loader's search
 // path, overridden by TANDEM_CUDA_RUNTIME, TANDEM_CUDA_DRIVER, TANDEM_NCCL_LIBRARY and
-// TANDEM_PJRT_PLUGIN (a file), TPU_LIBRARY_PATH (as JAX reads it), then libtpu.so on the
-// search path and in Python's site-packages (pip install libtpu).
+// TANDEM_PJRT_PLUGIN (a file), else pjrt_plugin_candidates("tpu"); TANDEM_PCI_DEVICES_DIR
+// replaces /sys/bus/pci/devices (a container's view of the host's, or a test's).
 struct DiscoveryOptions {
   std::vector<std::string> cuda_runtime_libraries;  // tried in order
   std::string cuda_driver_library;
@@ -157,6 +157,17 @@ struct DiscoveryOptions {
 
 DeviceInventory discover_devices(
     const DiscoveryOptions& options = DiscoveryOptions::from_environment());
+// The TPU part of discover_devices alone (no CUDA library loaded).
+TpuInfo discover_tpu(const DiscoveryOptions& options = DiscoveryOptions::from_environment());
+
+// Where the PJRT plugin of a platform is looked for, in order, as JAX looks:
+// PJRT_NAMES_AND_LIBRARY_PATHS ("cuda:/path/plugin.so,tpu:..."), the packages pip installs in the
+// site-packages of each python3 on PATH, $VIRTUAL_ENV, ~/.local and the system's
+// (jax_plugins/xla_cuda13/xla_cuda_plugin.so of jax-cuda13-pjrt for gpu, libtpu/libtpu.so for
+// tpu, after TPU_LIBRARY_PATH and the soname libtpu.so), and for cpu the plugin
+// scripts/fetch-pjrt.sh fetched. Only existing files are listed, except the soname. Throws
+// InvalidArgument for a platform other than cpu, gpu and tpu.
+std::vector<std::string> pjrt_plugin_candidates(const std::string& platform);
 
 // The MPI library Tandem runs on ("Open MPI v4.1.4, ..."), asked without starting MPI.
 std::string mpi_library_version();
@@ -333,9 +344,8 @@ class MultiWorker final : public Strategy {
 // What the Xla strategy trains on.
 struct XlaOptions {
   std::string platform = "cpu";  // cpu (XLA:CPU), gpu (XLA:GPU), tpu
-  int replicas = 1;
-  // A PJRT plugin file; empty: the one Tandem knows for the platform (XLA:CPU's, fetched by
-  // scripts/fetch-pjrt.sh).
+  int replicas = 1;              // 0: every device the plugin reports
+  // A PJRT plugin file; empty: the first of pjrt_plugin_candidates(platform).
   std::string plugin;
 };
 
@@ -343,8 +353,9 @@ struct XlaOptions {
 // to one StableHLO module and compiled by the plugin; weights and optimizer slots stay on the
 // XLA device between steps, updated in place, and are copied back into the model after each
 // step. Throws DeviceUnavailable when the build has no XLA backend or the plugin cannot be
-// loaded, saying why.
-class Xla final : public Strategy {
+// loaded, saying why. A TPU is only initialised where one is on the PCI bus (libtpu otherwise
+// keeps asking the cloud metadata server).
+class Xla : public Strategy {
  public:
   explicit Xla(const XlaOptions& options = {});
   std::string description() const override;
@@ -355,14 +366,16 @@ class Xla final : public Strategy {
   std::shared_ptr<const xla::Client> client_;
 };
 
-// The TPU slot. Tandem has no XLA backend yet, so constructing it throws DeviceUnavailable with
-// what was found (plugin, chips) and why it cannot be used.
-class TPU final : public Strategy {
+// TPUStrategy: the Xla strategy on the TPU chips (cores) libtpu reports, every one of them
+// unless `replicas` says how many. Throws DeviceUnavailable, with what was found and what to
+// do, when the inventory has no usable TPU (no chip on the PCI bus, no plugin, no XLA backend)
+// or libtpu cannot start.
+class TPU final : public Xla {
  public:
-  TPU();
-  explicit TPU(const DeviceInventory& inventory);
+  explicit TPU(int replicas = 0);
+  TPU(const DeviceInventory& inventory, int replicas = 0);
   std::string description() const override;
-  // Why the TPU strategy cannot be used with this inventory (never empty today).
+  // Why the TPU strategy cannot be used with this inventory ("" when it can be tried).
   static std::string unavailable_reason(const DeviceInventory& inventory);
 };
 

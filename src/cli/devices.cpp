@@ -96,6 +96,14 @@ void print_text(const distribute::CpuInfo& cpu, const distribute::DeviceInventor
   } else {
     std::cout << "xla-cpu none: " << xla_cpu.reason << "\n";
   }
+  // XLA:GPU's plugin is only found here: loading it starts CUDA, which --strategy xla-gpu does.
+  const std::vector<std::string> gpu_plugins = distribute::pjrt_plugin_candidates("gpu");
+  std::cout << "xla-gpu "
+            << (gpu_plugins.empty()
+                    ? "none: no PJRT plugin for XLA:GPU where JAX looks (pip install "
+                      "jax-cuda13-pjrt, or --pjrt-plugin PATH)"
+                    : "plugin " + gpu_plugins.front() + " (for --strategy xla-gpu)")
+            << "\n";
 
   std::cout << "strategy auto: ";
   for (const std::string& line : choice.log) {
@@ -184,6 +192,7 @@ void print_json(const distribute::CpuInfo& cpu, const distribute::DeviceInventor
       {"cudnn", library_json(inventory.cudnn)},
       {"tpu", tpu_json},
       {"xla_cpu", xla_json},
+      {"xla_gpu", {{"plugins", distribute::pjrt_plugin_candidates("gpu")}}},
       {"strategy_auto", strategy}};
   std::cout << json_text(report) << "\n";
 }
@@ -211,8 +220,9 @@ const CommandSpec& devices_spec() {
       "can use, memory, the oneDNN version and the ISA it dispatches to); the NVIDIA GPUs (name,\n"
       "memory, compute capability, driver and runtime versions, through the CUDA runtime and\n"
       "driver loaded at run time) and NCCL; TPUs (a PJRT plugin such as libtpu.so, found on the\n"
-      "search path or through TANDEM_PJRT_PLUGIN, and Google's PCI vendor id); XLA:CPU's devices\n"
-      "through the PJRT plugin scripts/fetch-pjrt.sh fetches; each with the reason when absent;\n"
+      "search path, in site-packages or through TANDEM_PJRT_PLUGIN, and Google's PCI vendor id);\n"
+      "XLA:CPU's devices through the PJRT plugin scripts/fetch-pjrt.sh fetches; XLA:GPU's plugin\n"
+      "(jax-cuda13-pjrt) where JAX looks; each with the reason when absent;\n"
       "and the strategy `tandem train --strategy auto` would choose.",
       devices_options().specs(),
       /*takes_command=*/false,

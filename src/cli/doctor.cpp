@@ -173,12 +173,15 @@ std::vector<Check> run_checks(const std::string& data_dir, const std::string& lo
 
   const distribute::TpuInfo& tpu = inventory.tpu;
   if (tpu.plugin.loaded) {
-    checks.push_back({"tpu plugin", tpu.chips.empty() ? Status::ok : Status::warn,
-                      tpu.plugin.path + " loads (PJRT C API " + tpu.plugin.version + ")" +
-                          (tpu.chips.empty() ? "; no TPU on the PCI bus" : ""),
-                      tpu.chips.empty() ? ""
-                                        : "Tandem has no XLA backend yet: these TPUs stay idle "
-                                          "and training runs on the next device in line"});
+    checks.push_back(
+        {"tpu plugin", tpu.chips.empty() || tpu.usable() ? Status::ok : Status::warn,
+         tpu.plugin.path + " loads (PJRT C API " + tpu.plugin.version + ")" +
+             (tpu.chips.empty() ? "; no TPU on the PCI bus"
+                                : "; " + std::to_string(tpu.chips.size()) + " TPU chips"),
+         tpu.chips.empty() || tpu.usable()
+             ? ""
+             : tpu.reason + "; until then these TPUs stay idle and training runs on the next "
+                            "device in line"});
   } else {
     checks.push_back({"tpu plugin", tpu.chips.empty() ? Status::ok : Status::fail,
                       tpu.plugin.reason + (tpu.chips.empty() ? "; no TPU on the PCI bus" : ""),

@@ -1,5 +1,6 @@
 #include "cli/strategy_options.h"
 
+#include <algorithm>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
@@ -71,7 +72,7 @@ const OptionTable<StrategyOptions>& strategy_options() {
        }},
       {"--replicas", "N",
        "xla-cpu, xla-gpu, tpu: train on N devices of the platform together, one replica each "
-       "(default 1)",
+       "(default 1; tpu: every core)",
        [](O& options, const std::string& option, const std::string& text) {
          const std::int64_t replicas = parse_positive_integer(option, text);
          if (replicas > 4096) {
@@ -117,17 +118,20 @@ const OptionTable<StrategyOptions>& strategy_options() {
 
 std::shared_ptr<distribute::Strategy> make_strategy(const StrategyOptions& options) {
   const std::string platform = xla_platform(options.name);
-  if (platform.empty() && (options.replicas != 1 || !options.pjrt_plugin.empty())) {
-    throw UsageError(std::string(options.replicas != 1 ? "--replicas" : "--pjrt-plugin") +
+  if (platform.empty() && (options.replicas != 0 || !options.pjrt_plugin.empty())) {
+    throw UsageError(std::string(options.replicas != 0 ? "--replicas" : "--pjrt-plugin") +
                      " is for the XLA strategies (xla-cpu, xla-gpu, tpu), not --strategy " +
                      options.name + "; for several GPUs use --strategy mirrored");
   }
   try {
-    if (!platform.empty() && platform != "tpu") {
-      return std::make_shared<distribute::Xla>(
-          distribute::XlaOptions{platform, options.replicas, options.pjrt_plugin});
+    if (platform == "tpu" && options.pjrt_plugin.empty()) {
+      return std::make_shared<distribute::TPU>(options.replicas);
     }
-    if (platform == "tpu") return std::make_shared<distribute::TPU>();
+    if (!platform.empty()) {
+      return std::make_shared<distribute::Xla>(distribute::XlaOptions{
+          platform, platform == "tpu" ? options.replicas : std::max(options.replicas, 1),
+          options.pjrt_plugin});
+    }
     if (options.name == "auto") {
       return distribute::Strategy::auto_select(nullptr, options.multi_worker);
     }

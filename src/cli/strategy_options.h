@@ -19,8 +19,8 @@ namespace tandem::cli {
 
 struct StrategyOptions {
   std::string name =
-      "auto";               // auto, cpu, gpu, gpu:N, mirrored, multi-worker, xla-cpu, xla-gpu, tpu
-  int replicas = 1;         // XLA: devices of the platform trained on together
+      "auto";        // auto, cpu, gpu, gpu:N, mirrored, multi-worker, xla-cpu, xla-gpu, tpu
+  int replicas = 0;  // XLA: devices trained on together; 0: one (xla-cpu, xla-gpu), every TPU core
   std::string pjrt_plugin;  // XLA: the plugin file; empty: the one found for the platform
   distribute::LearningRateScaling lr_scaling = distribute::LearningRateScaling::none;
   distribute::MultiWorkerOptions multi_worker;

@@ -201,7 +201,8 @@ std::vector<std::pair<std::string, std::string>> training_configuration(
                 : *options.jit ? "on"
                                : "off"},
       {"--strategy", options.strategy.name},
-      {"--replicas", std::to_string(options.strategy.replicas)},
+      {"--replicas",
+       options.strategy.replicas == 0 ? "default" : std::to_string(options.strategy.replicas)},
       {"--lr-scaling",
        options.strategy.lr_scaling == distribute::LearningRateScaling::linear ? "linear" : "none"},
       {"--bucket-kib",

@@ -13,6 +13,7 @@
 #include "distribute/dynamic_library.h"
 #include "tandem/cuda.h"
 #include "tandem/distribute.h"
+#include "tandem/xla.h"
 
 namespace tandem::distribute {
 namespace {
@@ -285,33 +286,66 @@ TpuInfo probe_tpu(const DiscoveryOptions& options) {
                                            options.pci_devices_dir + ")"
                                      : std::to_string(info.chips.size()) + " TPU chip" +
                                            (info.chips.size() == 1 ? "" : "s") + " on the PCI bus";
-  info.reason = "this build of Tandem has no XLA backend to run on TPUs yet; " + chips_part + "; " +
-                plugin_part;
+  info.backend_built = xla::build_info().built;
+  if (!info.usable()) {
+    const std::string fix =
+        info.plugin.loaded ? "" : " (pip install libtpu, or point TANDEM_PJRT_PLUGIN at libtpu.so)";
+    info.reason = (info.backend_built ? "" : xla::build_info().reason + "; ") + chips_part + "; " +
+                  plugin_part + fix;
+  }
   return info;
 }
 
-std::vector<std::string> default_pjrt_plugins() {
-  std::vector<std::string> candidates;
-  if (const std::string path = environment("TPU_LIBRARY_PATH"); !path.empty()) {
-    candidates.push_back(path);
+// The site-packages folders Python packages are installed in, where JAX finds its plugins: of
+// each python3 on PATH (a virtualenv's or conda's first), $VIRTUAL_ENV, ~/.local and the
+// system's.
+std::vector<std::string> site_packages_folders() {
+  std::vector<std::string> prefixes;
+  const std::string path = environment("PATH");
+  for (std::size_t start = 0; start <= path.size();) {
+    const std::size_t end = std::min(path.find(':', start), path.size());
+    const std::string folder = path.substr(start, end - start);
+    std::error_code error;
+    if (!folder.empty() && std::filesystem::exists(folder + "/python3", error)) {
+      prefixes.push_back(std::filesystem::path(folder).parent_path().string() + "/lib");
+    }
+    start = end + 1;
   }
-  candidates.emplace_back("libtpu.so");
-  // pip install libtpu puts the plugin in site-packages.
-  std::vector<std::string> prefixes{"/usr/local/lib", "/usr/lib"};
   if (const std::string venv = environment("VIRTUAL_ENV"); !venv.empty()) {
     prefixes.push_back(venv + "/lib");
   }
   if (const std::string home = environment("HOME"); !home.empty()) {
     prefixes.push_back(home + "/.local/lib");
   }
+  prefixes.emplace_back("/usr/local/lib");
+  prefixes.emplace_back("/usr/lib");
+  std::vector<std::string> folders;
   for (const std::string& prefix : prefixes) {
     for (const char* packages : {"site-packages", "dist-packages"}) {
-      for (std::string& file : glob_files(prefix + "/python3*/" + packages + "/libtpu/libtpu.so")) {
-        candidates.push_back(std::move(file));
+      for (std::string& folder : glob_files(prefix + "/python3*/" + packages)) {
+        if (std::find(folders.begin(), folders.end(), folder) == folders.end())
+          folders.push_back(std::move(folder));
       }
     }
   }
-  return candidates;
+  return folders;
+}
+
+// PJRT_NAMES_AND_LIBRARY_PATHS ("cuda:/path/a.so,tpu:/path/b.so"), as JAX reads it: the paths
+// given for `name`.
+std::vector<std::string> named_plugin_paths(const std::string& name) {
+  std::vector<std::string> paths;
+  const std::string list = environment("PJRT_NAMES_AND_LIBRARY_PATHS");
+  for (std::size_t start = 0; start < list.size();) {
+    const std::size_t end = std::min(list.find(',', start), list.size());
+    const std::string entry = list.substr(start, end - start);
+    const std::size_t colon = entry.find(':');
+    if (colon != std::string::npos && entry.substr(0, colon) == name) {
+      paths.push_back(entry.substr(colon + 1));
+    }
+    start = end + 1;
+  }
+  return paths;
 }
 
 int positive_integer(const std::string& text) {
@@ -321,6 +355,48 @@ int positive_integer(const std::string& text) {
 }
 
 }  // namespace
+
+std::vector<std::string> pjrt_plugin_candidates(const std::string& platform) {
+  std::vector<std::string> candidates;
+  if (platform == "cpu") {
+    candidates = named_plugin_paths("cpu");
+    if (std::string fetched = xla::fetched_cpu_plugin(); !fetched.empty()) {
+      candidates.push_back(std::move(fetched));
+    }
+    return candidates;
+  }
+  if (platform == "gpu") {
+    candidates = named_plugin_paths("cuda");
+    // pip install jax-cuda13-pjrt (or -cuda12-) puts XLA:GPU under jax_plugins.
+    for (const std::string& folder : site_packages_folders()) {
+      for (const char* package : {"xla_cuda13", "xla_cuda12"}) {
+        const std::string file = folder + "/jax_plugins/" + package + "/xla_cuda_plugin.so";
+        if (std::filesystem::exists(file)) candidates.push_back(file);
+      }
+    }
+    return candidates;
+  }
+  if (platform != "tpu") {
+    throw InvalidArgument("no PJRT platform '" + platform +
+                          "': the platforms are cpu, gpu and tpu");
+  }
+  if (const std::string path = environment("TPU_LIBRARY_PATH"); !path.empty()) {
+    candidates.push_back(path);
+  }
+  for (std::string& path : named_plugin_paths("tpu"))
+    candidates.push_back(std::move(path));
+  candidates.emplace_back("libtpu.so");
+  // pip install libtpu puts the plugin in site-packages.
+  for (const std::string& folder : site_packages_folders()) {
+    const std::string file = folder + "/libtpu/libtpu.so";
+    if (std::filesystem::exists(file)) candidates.push_back(file);
+  }
+  return candidates;
+}
+
+TpuInfo discover_tpu(const DiscoveryOptions& options) {
+  return probe_tpu(options);
+}
 
 DiscoveryOptions DiscoveryOptions::from_environment() {
   DiscoveryOptions options;
@@ -337,7 +413,11 @@ DiscoveryOptions DiscoveryOptions::from_environment() {
   options.cudnn_libraries = {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"};
   // An explicit plugin is the only one tried: falling back elsewhere would hide a typo.
   const std::string plugin = environment("TANDEM_PJRT_PLUGIN");
-  options.pjrt_plugins = plugin.empty() ? default_pjrt_plugins() : std::vector<std::string>{plugin};
+  options.pjrt_plugins =
+      plugin.empty() ? pjrt_plugin_candidates("tpu") : std::vector<std::string>{plugin};
+  if (const std::string pci = environment("TANDEM_PCI_DEVICES_DIR"); !pci.empty()) {
+    options.pci_devices_dir = pci;
+  }
   return options;
 }
 

@@ -91,16 +91,28 @@ std::string OneDevice::description() const {
 // ---- TPU ----
 
 std::string TPU::unavailable_reason(const DeviceInventory& inventory) {
-  return inventory.tpu.reason;
+  return inventory.tpu.usable() ? "" : inventory.tpu.reason;
 }
 
-TPU::TPU() : TPU(discover_devices()) {}
+namespace {
 
-TPU::TPU(const DeviceInventory& inventory) {
-  throw DeviceUnavailable("the TPU strategy is not available: " + unavailable_reason(inventory));
+// The Xla strategy's options for the inventory's TPU, or DeviceUnavailable saying why not.
+XlaOptions tpu_options(const DeviceInventory& inventory, int replicas) {
+  if (const std::string why = TPU::unavailable_reason(inventory); !why.empty()) {
+    throw DeviceUnavailable("the TPU strategy is not available: " + why);
+  }
+  return {.platform = "tpu", .replicas = replicas, .plugin = inventory.tpu.plugin.path};
 }
+
+}  // namespace
+
+TPU::TPU(int replicas) : TPU(discover_devices(), replicas) {}
+
+TPU::TPU(const DeviceInventory& inventory, int replicas) : Xla(tpu_options(inventory, replicas)) {}
+
 std::string TPU::description() const {
-  return "TPU";
+  return "TPU(" + std::to_string(num_replicas_in_sync()) + " replicas, " + device_description() +
+         ")";
 }
 
 // ---- Selection ----
@@ -194,9 +206,19 @@ std::shared_ptr<Strategy> Strategy::auto_select(const DeviceInventory& inventory
     // MultiWorker has no fallback: the other workers are waiting for this one.
     if (choice.kind == "multi_worker") throw;
     lines.push_back(choice.kind + " failed to start: " + error.what());
-    const Device fallback = choice.kind == "mirrored" ? choice.devices.front() : Device::cpu();
-    lines.push_back("chose OneDevice(" + fallback.str() + ")");
-    strategy = std::make_shared<OneDevice>(fallback, inventory);
+    if (choice.kind == "tpu") {
+      // The rest of the chain, as if there were no TPU: its log after its TPU line.
+      DeviceInventory without_tpu = inventory;
+      without_tpu.tpu.plugin.loaded = false;
+      without_tpu.tpu.reason = std::string("failed to start: ") + error.what();
+      strategy = auto_select(without_tpu, nullptr, multi_worker);
+      lines.insert(lines.end(), strategy->selection_log_.begin() + 1,
+                   strategy->selection_log_.end());
+    } else {
+      const Device fallback = choice.kind == "mirrored" ? choice.devices.front() : Device::cpu();
+      lines.push_back("chose OneDevice(" + fallback.str() + ")");
+      strategy = std::make_shared<OneDevice>(fallback, inventory);
+    }
   }
   strategy->selection_log_ = lines;
   if (log != nullptr) {

@@ -208,20 +208,38 @@ class XlaDistribution final : public train::detail::Distribution {
   nn::Model* model_ = nullptr;  // to set up on the next step; null once done
 };
 
-// The plugin for a platform: the one given, else the one Tandem knows for it.
+// What to install for a platform's plugin.
+std::string plugin_fix(const std::string& platform) {
+  if (platform == "cpu")
+    return "run scripts/fetch-pjrt.sh (make deps runs it; it needs the package index)";
+  if (platform == "gpu")
+    return "pip install jax-cuda13-pjrt, or give the plugin with --pjrt-plugin PATH";
+  return "pip install libtpu, or give the plugin with --pjrt-plugin PATH";
+}
+
+// The plugin for a platform: the one given, else the first found where JAX looks. A TPU's is
+// loaded only where a TPU chip is on the PCI bus.
 std::string plugin_for(const XlaOptions& options) {
-  if (!options.plugin.empty()) return options.plugin;
-  if (options.platform == "cpu") {
-    std::string fetched = xla::fetched_cpu_plugin();
-    if (fetched.empty()) {
-      throw DeviceUnavailable(
-          "XLA:CPU needs its PJRT plugin, which scripts/fetch-pjrt.sh fetches (make deps runs "
-          "it; it needs the package index)");
+  if (options.platform == "tpu") {
+    const TpuInfo tpu = discover_tpu();
+    if (tpu.chips.empty()) {
+      throw DeviceUnavailable("no TPU: " + tpu.reason +
+                              "; libtpu is not initialised without one (it would keep asking "
+                              "the cloud metadata server)");
     }
-    return fetched;
+    if (!options.plugin.empty()) return options.plugin;
+    if (!tpu.plugin.loaded) throw DeviceUnavailable("no TPU plugin: " + tpu.reason);
+    return tpu.plugin.path;
   }
-  throw DeviceUnavailable("no PJRT plugin for XLA:" + options.platform +
-                          " was found; give one with --pjrt-plugin PATH");
+  if (!options.plugin.empty()) return options.plugin;
+  const std::vector<std::string> candidates = pjrt_plugin_candidates(options.platform);
+  if (candidates.empty()) {
+    throw DeviceUnavailable("no PJRT plugin for XLA:" + options.platform +
+                            " was found where JAX looks (PJRT_NAMES_AND_LIBRARY_PATHS, the "
+                            "site-packages of the python3 on PATH, ~/.local, /usr/lib); " +
+                            plugin_fix(options.platform));
+  }
+  return candidates.front();
 }
 
 }  // namespace
@@ -231,8 +249,8 @@ Xla::Xla(const XlaOptions& options) {
   if (!xla::build_info().built) {
     throw DeviceUnavailable("this build of Tandem has no XLA backend: " + xla::build_info().reason);
   }
-  if (options.replicas < 1) {
-    throw InvalidArgument("Xla: replicas must be at least 1, got " +
+  if (options.replicas < 0) {
+    throw InvalidArgument("Xla: replicas must be at least 1 (or 0: every device), got " +
                           std::to_string(options.replicas));
   }
   const std::string plugin = detail::plugin_for(options);
@@ -251,14 +269,15 @@ Xla::Xla(const XlaOptions& options) {
     throw DeviceUnavailable(error.what());
   }
   const std::size_t devices = client_->devices().size();
-  if (devices < static_cast<std::size_t>(options.replicas)) {
+  const int replicas = options.replicas == 0 ? static_cast<int>(devices) : options.replicas;
+  if (devices < static_cast<std::size_t>(replicas)) {
     throw DeviceUnavailable("XLA:" + client_->platform() + " has " + std::to_string(devices) +
                             " device" + (devices == 1 ? "" : "s") + ", fewer than the " +
                             std::to_string(options.replicas) +
                             " replicas asked for; ask for at most " + std::to_string(devices));
   }
-  initialize(std::make_shared<detail::XlaDistribution>(client_, options.replicas),
-             std::vector<Device>(static_cast<std::size_t>(options.replicas), Device::cpu()), 1, 0);
+  initialize(std::make_shared<detail::XlaDistribution>(client_, replicas),
+             std::vector<Device>(static_cast<std::size_t>(replicas), Device::cpu()), 1, 0);
 }
 
 std::string Xla::device_description() const {

@@ -8,6 +8,7 @@
 
 #include "data/idx_files.h"
 #include "tandem/distribute.h"
+#include "tandem/xla.h"
 
 namespace tandem::testing {
 namespace {
@@ -77,8 +78,10 @@ TEST(Discovery, AbsentLibrariesAndDevicesComeWithReasons) {
   EXPECT_TRUE(inventory.tpu.chips.empty());
   EXPECT_FALSE(inventory.tpu.plugin.loaded);
   EXPECT_EQ(inventory.tpu.searched, std::vector<std::string>{"/nonexistent/libtpu.so"});
-  expect_contains(inventory.tpu.reason, "no XLA backend");
+  EXPECT_EQ(inventory.tpu.backend_built, xla::build_info().built);
+  if (!xla::build_info().built) expect_contains(inventory.tpu.reason, "no XLA backend");
   expect_contains(inventory.tpu.reason, "no TPU on the PCI bus");
+  expect_contains(inventory.tpu.reason, "pip install libtpu");
   expect_contains(inventory.tpu.reason, "/nonexistent/libtpu.so");
 }
 
@@ -115,7 +118,7 @@ TEST(Discovery, ALibraryThatIsNotTheOneAskedForIsRefused) {
   expect_contains(inventory.tpu.plugin.reason, "not a PJRT plugin");
 }
 
-TEST(Discovery, FindsTpuChipsAndAPjrtPluginButHasNoBackendForThem) {
+TEST(Discovery, FindsTpuChipsAndAPjrtPlugin) {
   ScratchDir sysfs;
   add_pci_function(sysfs, "0000:00:05.0", "0x1ae0", "0x0063", "0x120000");
   add_pci_function(sysfs, "0000:00:04.0", "0x1ae0", "0x0063", "0x120000");
@@ -129,10 +132,43 @@ TEST(Discovery, FindsTpuChipsAndAPjrtPluginButHasNoBackendForThem) {
   EXPECT_EQ(inventory.tpu.plugin.version, "0.54");
   EXPECT_NE(inventory.tpu.plugin.path.find("fake_pjrt_plugin"), std::string::npos)
       << inventory.tpu.plugin.path;
-  EXPECT_FALSE(inventory.tpu.usable());
-  expect_contains(inventory.tpu.reason, "no XLA backend");
-  expect_contains(inventory.tpu.reason, "2 TPU chips on the PCI bus");
-  expect_contains(inventory.tpu.reason, "PJRT C API 0.54");
+  // Usable where the build has the XLA backend: the strategy then tries the plugin.
+  EXPECT_EQ(inventory.tpu.usable(), xla::build_info().built);
+  if (xla::build_info().built) {
+    EXPECT_EQ(inventory.tpu.reason, "");
+  } else {
+    expect_contains(inventory.tpu.reason, "no XLA backend");
+    expect_contains(inventory.tpu.reason, "2 TPU chips on the PCI bus");
+    expect_contains(inventory.tpu.reason, "PJRT C API 0.54");
+  }
+}
+
+TEST(Discovery, PluginsAreFoundWhereJaxLooks) {
+  ScratchDir root;
+  const std::filesystem::path packages = root.path() / "venv/lib/python3.11/site-packages";
+  std::filesystem::create_directories(packages / "jax_plugins/xla_cuda13");
+  std::filesystem::create_directories(packages / "libtpu");
+  std::filesystem::create_directories(root.path() / "venv/bin");
+  for (const auto& file : {packages / "jax_plugins/xla_cuda13/xla_cuda_plugin.so",
+                           packages / "libtpu/libtpu.so", root.path() / "venv/bin/python3"}) {
+    std::ofstream(file) << "";
+  }
+  const char* path = std::getenv("PATH");
+  const std::string saved_path = path != nullptr ? path : "";
+  ::setenv("PATH", ((root.path() / "venv/bin").string() + ":" + saved_path).c_str(), 1);
+  ::setenv("PJRT_NAMES_AND_LIBRARY_PATHS", "cuda:/opt/first/cuda.so,tpu:/opt/tpu.so", 1);
+  const std::vector<std::string> gpu = distribute::pjrt_plugin_candidates("gpu");
+  const std::vector<std::string> tpu = distribute::pjrt_plugin_candidates("tpu");
+  ::setenv("PATH", saved_path.c_str(), 1);
+  ::unsetenv("PJRT_NAMES_AND_LIBRARY_PATHS");
+  ASSERT_GE(gpu.size(), 2u);
+  EXPECT_EQ(gpu[0], "/opt/first/cuda.so");
+  EXPECT_EQ(gpu[1], (packages / "jax_plugins/xla_cuda13/xla_cuda_plugin.so").string());
+  ASSERT_GE(tpu.size(), 3u);
+  EXPECT_EQ(tpu[0], "/opt/tpu.so");
+  EXPECT_EQ(tpu[1], "libtpu.so");
+  EXPECT_EQ(tpu[2], (packages / "libtpu/libtpu.so").string());
+  EXPECT_THROW(distribute::pjrt_plugin_candidates("npu"), InvalidArgument);
 }
 
 TEST(Discovery, TheEnvironmentChoosesThePluginAndLibraries) {

@@ -13,6 +13,7 @@
 #include "tandem/ops.h"
 #include "tandem/random.h"
 #include "tandem/runtime.h"
+#include "tandem/xla.h"
 
 namespace tandem::testing {
 namespace {
@@ -142,6 +143,27 @@ TEST(Strategy, AutoSelectOnThisMachineFallsBackToTheCpuAndSaysWhy) {
   for (const std::string& line : strategy->selection_log()) {
     expect_contains(log.str(), "strategy: " + line + "\n");
   }
+}
+
+// A TPU that discovery reported but that cannot start (here: none is on this machine's PCI bus,
+// so libtpu is never initialised) is logged, and auto goes on down the chain.
+TEST(Strategy, AutoFallsBackWhenTheTpuFailsToStart) {
+  if (!xla::build_info().built) GTEST_SKIP() << xla::build_info().reason;
+  DeviceInventory inventory = cpu_only();
+  inventory.tpu.chips = {{"0000:00:04.0", "0x0063"}};
+  inventory.tpu.plugin = {.loaded = true, .path = TANDEM_FAKE_PJRT_PLUGIN, .version = "0.54"};
+  inventory.tpu.backend_built = true;
+  inventory.tpu.reason.clear();
+  ASSERT_TRUE(inventory.tpu.usable());
+  std::ostringstream log;
+  const auto strategy = distribute::Strategy::auto_select(inventory, &log);
+  EXPECT_EQ(strategy->description(), "OneDevice(cpu)");
+  const std::string text = log.str();
+  expect_contains(text, "strategy: chose TPU: 1 chips");
+  expect_contains(text, "strategy: tpu failed to start: ");
+  expect_contains(text, "strategy: several GPUs: not available");
+  expect_contains(text, "strategy: chose OneDevice(cpu)");
+  EXPECT_EQ(text.find("TPU: not available: failed to start"), std::string::npos) << text;
 }
 
 TEST(Strategy, ADeviceThatDoesNotExistIsRefused) {
