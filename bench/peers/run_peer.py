@@ -4,8 +4,8 @@ tutorial cnn, resnet50, the BERT-style transformer encoder) in TensorFlow 2.15 /
 Adam (learning rate 1e-3) and sparse softmax cross-entropy on logits, on one batch of synthetic
 data of the model's input shape kept on the device (the model's step time, not an input
 pipeline's). After --warmup-steps untimed steps, each of --steps full training steps (forward,
-loss, backward, update; TensorFlow's as a tf.function with jit_compile off, Keras' default) is
-timed alone, ended by reading its loss back. Prints exactly one JSON line on stdout:
+loss, backward, update; TensorFlow's as a tf.function with jit_compile off, Keras' default, or
+with --jit-compile on, XLA's) is timed alone, ended by reading its loss back. Prints exactly one JSON line on stdout:
 
     {"framework": "tf", "version": "2.15.1", "model": "cnn", "batch_size": 32, "precision":
      "fp32", "threads": 2, "device": "cpu", "input_shape": [28, 28, 1], "classes": 10,
@@ -113,7 +113,11 @@ def parse_args(argv):
             help=f"transformer (default {BERT_BASE[option]})",
         )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jit-compile", action="store_true",
+                        help="tf: compile the training step with XLA (jit_compile=True)")
     args = parser.parse_args(argv)
+    if args.jit_compile and args.framework != "tf":
+        parser.error("--jit-compile is TensorFlow's (jit_compile=True); use --framework tf")
 
     for name in ("batch_size", "steps", "threads", "image_size", "classes", "sequence_length",
                  *TRANSFORMER_OPTIONS):
@@ -179,8 +183,9 @@ def measure(args, workload, stdout):
     if reason:
         return fail(UNSUPPORTED, f"{args.framework} cannot run {args.model} {args.precision} on "
                     f"{args.device}: {reason}")
+    compile_options = {"jit_compile": True} if args.jit_compile else {}
     version, parameters, trainable, step = zoo.train_step_timer(
-        workload, args.threads, args.device, args.precision, args.seed)
+        workload, args.threads, args.device, args.precision, args.seed, **compile_options)
     for _ in range(args.warmup_steps):
         step()
     step_seconds = []
@@ -198,6 +203,7 @@ def measure(args, workload, stdout):
         "precision": args.precision,
         "threads": args.threads,
         "device": args.device,
+        "jit_compile": args.jit_compile,
         "input_shape": list(workload.input_shape),
         "classes": workload.classes,
         "parameters": int(parameters),

@@ -151,7 +151,7 @@ def build(workload):
     return builders[workload.model](workload.input_shape, workload.classes)
 
 
-def train_step_timer(workload, threads, device, precision, seed):
+def train_step_timer(workload, threads, device, precision, seed, jit_compile=False):
     """Builds the model, its Adam optimizer and one synthetic batch on `device`; returns
     (version, parameters, trainable_parameters, step) where step() runs one training step and
     returns its loss as a float, which waits for the step to finish."""
@@ -170,8 +170,9 @@ def train_step_timer(workload, threads, device, precision, seed):
         features = tf.constant(features)
         labels = tf.constant(labels)
 
-    # Keras' own Model.train_step without the metrics; jit_compile off, as Keras' default.
-    @tf.function(jit_compile=False)
+    # Keras' own Model.train_step without the metrics; jit_compile off as Keras' default, or on
+    # (XLA) when asked.
+    @tf.function(jit_compile=jit_compile)
     def train_step(x, y):
         with tf.GradientTape() as tape:
             loss = loss_fn(y, model(x, training=True))

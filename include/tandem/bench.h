@@ -217,6 +217,10 @@ struct Row {
   std::string calibrated_on;
   // Peers: Tandem's samples/s over theirs on the same configuration.
   double tandem_ratio = 0.0;
+  // XLA rows: seconds spent tracing, lowering and compiling the step's programs, and the first
+  // step's wall time (those plus its run); -1 elsewhere.
+  double compile_seconds = -1.0;
+  double first_step_seconds = -1.0;
   // Measured rows: the profiled training step's work per op (what estimates are built from).
   std::vector<OpWork> ops;
 };
@@ -260,7 +264,8 @@ std::string compare(const Report& before, const Report& after);
 // ---------------------------------------------------------------------------------------------
 struct BenchOptions {
   std::vector<std::string> models{"mlp"};
-  std::vector<std::string> devices{"cpu"};  // "all", "cpu", "cuda", "cuda:N"
+  // "all", "cpu", "cuda", "cuda:N", and the XLA strategies' names "xla-cpu", "xla-gpu", "tpu"
+  std::vector<std::string> devices{"cpu"};
   std::vector<std::string> precisions{"fp32"};
   std::vector<std::int64_t> batch_sizes{64};
   WorkloadOptions workload;
@@ -278,7 +283,7 @@ struct BenchOptions {
   PriceTable prices = default_prices();
   // Hardware keys to estimate ("all" or e.g. "A100", "TPU v5e"); empty: none.
   std::vector<std::string> estimates{"all"};
-  std::vector<std::string> peers;  // "tf", "torch"
+  std::vector<std::string> peers;  // "tf", "tf-xla" (jit_compile=True), "torch"
   std::string peer_python = ".venv/bin/python";
   std::string peer_script = "bench/peers/run_peer.py";
   int peer_timeout_seconds = 1800;
@@ -292,12 +297,16 @@ Report run(const BenchOptions& options, std::ostream& log);
 // The devices a --devices list names on this machine, each with why it cannot run when it
 // cannot ("" when it can).
 struct DeviceChoice {
-  std::string spec;  // "cpu", "cuda:1"
+  std::string spec;  // "cpu", "cuda:1", "xla-cpu"
+  // Where the batches live: the device itself, or the host for an XLA platform.
   std::optional<Device> device;
   std::string name;  // what it is, e.g. "NVIDIA H100 80GB HBM3"
   std::string unavailable;
+  std::string xla_platform;  // "cpu", "gpu", "tpu": trained through the Xla strategy; "" if not
 };
 std::vector<DeviceChoice> resolve_devices(const std::vector<std::string>& specs);
+// The XLA platform a --devices name asks for ("xla-cpu" -> "cpu", "xla-gpu", "tpu"), or "".
+std::string xla_platform_of(const std::string& spec);
 // Why `precision` cannot run on `choice` ("" when it can).
 std::string precision_unsupported(const DeviceChoice& choice, Precision precision);
 

@@ -362,8 +362,18 @@ class Xla : public Strategy {
   // "XLA:cpu cpu:0 (PJRT C API 0.115, xla_version 2.0.0)": the device and its plugin.
   std::string device_description() const;
 
+  // What compiling cost so far: programs (one per batch shape), the seconds spent tracing,
+  // lowering and compiling them, and the wall time of the first step (those plus its run).
+  struct CompileStats {
+    int programs = 0;
+    double seconds = 0.0;
+    double first_step_seconds = 0.0;
+  };
+  CompileStats compile_stats() const { return *compile_stats_; }
+
  private:
   std::shared_ptr<const xla::Client> client_;
+  std::shared_ptr<CompileStats> compile_stats_ = std::make_shared<CompileStats>();
 };
 
 // TPUStrategy: the Xla strategy on the TPU chips (cores) libtpu reports, every one of them

@@ -64,6 +64,8 @@ json row_json(const Row& row) {
           {"device_utilization_percent", row.device_utilization_percent},
           {"machine_cpu_percent", row.machine_cpu_percent},
           {"input_wait_share", row.input_wait_share},
+          {"compile_seconds", row.compile_seconds},
+          {"first_step_seconds", row.first_step_seconds},
           {"flops_per_step", row.flops_per_step},
           {"bytes_per_step", row.bytes_per_step},
           {"peak_flops", row.peak_flops},
@@ -105,6 +107,8 @@ Row row_from(const json& j) {
   row.device_utilization_percent = j.value("device_utilization_percent", -1.0);
   row.machine_cpu_percent = j.value("machine_cpu_percent", -1.0);
   row.input_wait_share = j.value("input_wait_share", 0.0);
+  row.compile_seconds = j.value("compile_seconds", -1.0);
+  row.first_step_seconds = j.value("first_step_seconds", -1.0);
   row.flops_per_step = j.value("flops_per_step", 0.0);
   row.bytes_per_step = j.value("bytes_per_step", 0.0);
   row.peak_flops = j.value("peak_flops", 0.0);

@@ -29,6 +29,7 @@
 #include "tandem/random.h"
 #include "tandem/runtime.h"
 #include "tandem/train.h"
+#include "tandem/xla.h"
 
 namespace tandem::bench {
 namespace {
@@ -210,8 +211,17 @@ Row measure(const BenchOptions& options, const Workload& workload, const DeviceC
             Precision precision, std::int64_t batch) {
   const Device device = *choice.device;
   const PolicyGuard policy(precision);
-  distribute::OneDevice strategy(device);
-  const distribute::StrategyScope scope = strategy.scope();
+  // XLA platforms train through their strategy: the whole step compiled by the plugin.
+  std::unique_ptr<distribute::Strategy> strategy;
+  if (choice.xla_platform.empty()) {
+    strategy = std::make_unique<distribute::OneDevice>(device);
+  } else if (choice.xla_platform == "tpu") {
+    strategy = std::make_unique<distribute::TPU>(1);
+  } else {
+    strategy =
+        std::make_unique<distribute::Xla>(distribute::XlaOptions{.platform = choice.xla_platform});
+  }
+  const distribute::StrategyScope scope = strategy->scope();
   manual_seed(1);
   nn::Model model = build_model(workload);
   model.compile({.optimizer = train::Adam(options.learning_rate),
@@ -223,7 +233,7 @@ Row measure(const BenchOptions& options, const Workload& workload, const DeviceC
   row.framework = "tandem";
   row.framework_version = version();
   row.model = workload.model;
-  row.device = device.str();
+  row.device = choice.xla_platform.empty() ? device.str() : choice.spec;
   row.device_name = choice.name;
   row.precision = precision_name(precision);
   row.batch_size = batch;
@@ -254,6 +264,11 @@ Row measure(const BenchOptions& options, const Workload& workload, const DeviceC
     measured = fit_measured(model, device, &warmup, timed, options.windows, options.warmup_steps);
   }
   fill_timings(row, measured.history, options.epochs > 0);
+  if (const auto* xla_strategy = dynamic_cast<const distribute::Xla*>(strategy.get())) {
+    const distribute::Xla::CompileStats compiled = xla_strategy->compile_stats();
+    row.compile_seconds = compiled.seconds;
+    row.first_step_seconds = compiled.first_step_seconds;
+  }
   row.ops = std::move(measured.ops);
   row.flops_per_step = total(row.ops, &OpWork::flops);
   row.bytes_per_step = total(row.ops, &OpWork::bytes);
@@ -319,6 +334,36 @@ std::string last_line(const std::string& text) {
 
 }  // namespace
 
+std::string xla_platform_of(const std::string& spec) {
+  if (spec == "xla-cpu") return "cpu";
+  if (spec == "xla-gpu") return "gpu";
+  if (spec == "tpu") return "tpu";
+  return "";
+}
+
+namespace {
+
+// An XLA platform as a bench device: whether its plugin is there (a TPU only where one is on the
+// PCI bus); the strategy itself starts when the row is measured.
+DeviceChoice xla_choice(const std::string& spec, const std::string& platform) {
+  DeviceChoice choice{.spec = spec, .device = Device::cpu(), .xla_platform = platform};
+  if (!xla::build_info().built) {
+    choice.unavailable = xla::build_info().reason;
+  } else if (platform == "tpu") {
+    const distribute::TpuInfo tpu = distribute::discover_tpu();
+    if (!tpu.usable()) choice.unavailable = "no TPU: " + tpu.reason;
+    choice.name =
+        tpu.chips.empty() ? "TPU" : "TPU (" + std::to_string(tpu.chips.size()) + " chips)";
+  } else if (distribute::pjrt_plugin_candidates(platform).empty()) {
+    choice.unavailable = platform == "cpu" ? "no XLA:CPU plugin: run scripts/fetch-pjrt.sh"
+                                           : "no XLA:GPU plugin: pip install jax-cuda13-pjrt";
+  }
+  if (choice.name.empty()) choice.name = platform == "cpu" ? "XLA:CPU" : "XLA:GPU";
+  return choice;
+}
+
+}  // namespace
+
 std::vector<DeviceChoice> resolve_devices(const std::vector<std::string>& specs) {
   std::vector<DeviceChoice> choices;
   const auto add = [&](DeviceChoice choice) {
@@ -344,6 +389,10 @@ std::vector<DeviceChoice> resolve_devices(const std::vector<std::string>& specs)
     add(std::move(choice));
   };
   for (const std::string& spec : specs) {
+    if (const std::string platform = xla_platform_of(spec); !platform.empty()) {
+      add(xla_choice(spec, platform));
+      continue;
+    }
     if (spec == "all") {
       add({"cpu", Device::cpu(), "", ""});
       const cuda::Status& status = cuda::status();
@@ -494,8 +543,14 @@ void add_estimates(Report& report, const std::vector<std::string>& keys, const P
 
 PeerOutcome run_peer(const BenchOptions& options, const std::string& framework,
                      const Row& tandem_row) {
-  // run_peer.py runs on the CPU or on the first GPU it sees: a GPU row's peer sees only that GPU.
-  const Device device = Device::parse(tandem_row.device);
+  // run_peer.py runs on the CPU or on the first GPU it sees: a GPU row's peer sees only that GPU;
+  // an XLA:CPU row's peer runs on the CPU, where TensorFlow's XLA (tf-xla) is its match.
+  if (tandem_row.device == "tpu" || tandem_row.device == "xla-gpu") {
+    return {std::nullopt, "run_peer.py runs on the CPU or a CUDA GPU; no peer for " +
+                              tandem_row.device + " rows"};
+  }
+  const Device device =
+      tandem_row.device == "xla-cpu" ? Device::cpu() : Device::parse(tandem_row.device);
   if (device.type != DeviceType::cpu && device.type != DeviceType::cuda) {
     return {std::nullopt,
             "run_peer.py runs on the CPU or a CUDA GPU; no peer for " + tandem_row.device};
@@ -516,17 +571,19 @@ PeerOutcome run_peer(const BenchOptions& options, const std::string& framework,
   const int error_fd = mkstemp(error_path);
   if (error_fd < 0) throw IoError("cannot create a temporary file in /tmp for the peer's errors");
   close(error_fd);
-  std::string command =
-      (device.type == DeviceType::cuda
-           ? "CUDA_VISIBLE_DEVICES=" + std::to_string(device.index) + " "
-           : std::string()) +
-      "timeout " + std::to_string(options.peer_timeout_seconds) + " " +
-      shell_quote(options.peer_python) + " " + shell_quote(options.peer_script) + " --framework " +
-      shell_quote(framework) + " --model " + shell_quote(tandem_row.model) + " --batch-size " +
-      std::to_string(tandem_row.batch_size) + " --precision " + shell_quote(tandem_row.precision) +
-      " --warmup-steps " + std::to_string(std::max(options.warmup_steps, 1)) + " --steps " +
-      std::to_string(std::max<std::size_t>(tandem_row.step.count, 1)) + " --threads " +
-      std::to_string(tandem_row.threads);
+  std::string command = (device.type == DeviceType::cuda
+                             ? "CUDA_VISIBLE_DEVICES=" + std::to_string(device.index) + " "
+                             : std::string()) +
+                        "timeout " + std::to_string(options.peer_timeout_seconds) + " " +
+                        shell_quote(options.peer_python) + " " + shell_quote(options.peer_script) +
+                        " --framework " + shell_quote(framework == "tf-xla" ? "tf" : framework) +
+                        (framework == "tf-xla" ? " --jit-compile" : "") + " --model " +
+                        shell_quote(tandem_row.model) + " --batch-size " +
+                        std::to_string(tandem_row.batch_size) + " --precision " +
+                        shell_quote(tandem_row.precision) + " --warmup-steps " +
+                        std::to_string(std::max(options.warmup_steps, 1)) + " --steps " +
+                        std::to_string(std::max<std::size_t>(tandem_row.step.count, 1)) +
+                        " --threads " + std::to_string(tandem_row.threads);
   if (workload.model == "resnet50")
     command += " --image-size " + std::to_string(workload.example_shape[0]);
   if (workload.model == "transformer")
@@ -563,7 +620,7 @@ PeerOutcome run_peer(const BenchOptions& options, const std::string& framework,
     const nlohmann::json result = nlohmann::json::parse(last_line(output));
     Row row;
     row.kind = "peer";
-    row.framework = result.at("framework").get<std::string>();
+    row.framework = framework == "tf-xla" ? framework : result.at("framework").get<std::string>();
     row.framework_version = result.value("version", "");
     row.model = tandem_row.model;
     row.device = tandem_row.device;
@@ -626,7 +683,12 @@ Report run(const BenchOptions& options, std::ostream& log) {
             DeviceChoice named = choice;
             if (named.device->type == DeviceType::cpu) named.name = options.cpu_name;
             Row row = measure(options, workload, named, precision, batch);
-            log << " " << row.samples_per_second << " samples/s\n";
+            log << " " << row.samples_per_second << " samples/s";
+            if (row.compile_seconds >= 0) {
+              log << " (compiled in " << row.compile_seconds << " s, first step "
+                  << row.first_step_seconds << " s)";
+            }
+            log << "\n";
             report.rows.push_back(std::move(row));
           } catch (const OutOfMemory& error) {
             log << " out of memory\n";
@@ -635,6 +697,22 @@ Report run(const BenchOptions& options, std::ostream& log) {
           }
         }
       }
+    }
+  }
+  // An XLA row's step runs inside the plugin, where Tandem's profiler sees no op: its work is the
+  // same model's on the same batch, counted on the eager row of its configuration.
+  for (Row& row : report.rows) {
+    if (!row.ops.empty() || xla_platform_of(row.device).empty()) continue;
+    for (const Row& eager : report.rows) {
+      if (eager.ops.empty() || !xla_platform_of(eager.device).empty() || eager.model != row.model ||
+          eager.precision != row.precision || eager.batch_size != row.batch_size) {
+        continue;
+      }
+      row.ops = eager.ops;
+      row.flops_per_step = eager.flops_per_step;
+      row.bytes_per_step = eager.bytes_per_step;
+      if (row.peak_flops > 0) row.mfu = row.flops_per_step / row.step.median / row.peak_flops;
+      break;
     }
   }
   for (const std::string& framework : options.peers) {

@@ -79,16 +79,18 @@ const OptionTable<bench::BenchOptions>& run_options() {
                }
              }
            }},
-          {"--devices", "LIST", "all, cpu, cuda, cuda:N, comma-separated (default cpu)",
+          {"--devices", "LIST",
+           "all, cpu, cuda, cuda:N, xla-cpu, xla-gpu, tpu (the whole step compiled by XLA), "
+           "comma-separated (default cpu)",
            [](O& options, const std::string& option, const std::string& text) {
              options.devices = split_list(option, text);
              for (const std::string& device : options.devices) {
-               if (device == "all") continue;
+               if (device == "all" || !bench::xla_platform_of(device).empty()) continue;
                try {
                  Device::parse(device);
                } catch (const InvalidArgument&) {
                  throw UsageError(option + ": unknown device '" + device +
-                                  "'; use all, cpu, cuda or cuda:N");
+                                  "'; use all, cpu, cuda, cuda:N, xla-cpu, xla-gpu or tpu");
                }
              }
            }},
@@ -152,12 +154,14 @@ const OptionTable<bench::BenchOptions>& run_options() {
              options.estimates = split_list(option, text);
              if (options.estimates == std::vector<std::string>{"none"}) options.estimates.clear();
            }},
-          {"--peers", "LIST", "tf, torch: run bench/peers/run_peer.py on the same configurations",
+          {"--peers", "LIST",
+           "tf, tf-xla (jit_compile=True), torch: run bench/peers/run_peer.py on the same "
+           "configurations",
            [](O& options, const std::string& option, const std::string& text) {
              for (const std::string& peer : split_list(option, text)) {
-               if (peer != "tf" && peer != "torch") {
+               if (peer != "tf" && peer != "tf-xla" && peer != "torch") {
                  throw UsageError(option + ": unknown peer '" + peer +
-                                  "'; use tf, torch or tf,torch");
+                                  "'; use tf, tf-xla, torch or a list of them");
                }
                options.peers.push_back(peer);
              }

@@ -590,6 +590,12 @@ int run_train(const ParsedArgs& args) {
             << "time: " << fixed(train_seconds, 1) << " s training, " << fixed(wall_seconds, 1)
             << " s in all\n";
   print_communication(*strategy, history, std::cout);
+  if (const auto* xla_strategy = dynamic_cast<const distribute::Xla*>(strategy.get())) {
+    const distribute::Xla::CompileStats compiled = xla_strategy->compile_stats();
+    std::cout << "xla: " << plural(compiled.programs, "program") << " compiled in "
+              << fixed(compiled.seconds, 2) << " s (one per batch shape); first step "
+              << fixed(compiled.first_step_seconds, 2) << " s\n";
+  }
   observers.finish(std::cout);
   if (options.observe.profile) print_compiled_step(model, observers.trace_path(), std::cout);
   const bool saved = checkpointing.finish(model, fashion_mnist_class_names(), std::cout);

@@ -27,7 +27,6 @@ struct XlaProgram {
   CompiledStep step;
   CompiledStep::Stablehlo lowered;
   xla::Executable executable;
-  double compile_seconds = 0;
 };
 
 // One replica's step, as TPUStrategy runs it: the gradients and the moving statistics become
@@ -64,8 +63,12 @@ class XlaReplicaStep final : public train::detail::ReplicaStep {
 
 class XlaDistribution final : public train::detail::Distribution {
  public:
-  XlaDistribution(std::shared_ptr<const xla::Client> client, int replicas)
-      : client_(std::move(client)), replicas_(replicas), steps_("xla_train_step") {}
+  XlaDistribution(std::shared_ptr<const xla::Client> client, int replicas,
+                  std::shared_ptr<Xla::CompileStats> compile_stats)
+      : client_(std::move(client)),
+        replicas_(replicas),
+        compile_stats_(std::move(compile_stats)),
+        steps_("xla_train_step") {}
 
   bool is_chief() const override { return true; }
 
@@ -75,8 +78,26 @@ class XlaDistribution final : public train::detail::Distribution {
     resident_.clear();
   }
 
+  // The first step (tracing, lowering and compiling its program, then running it) is timed.
   std::pair<Tensor, Tensor> step(const Tensor& x, const Tensor& y, const train::Loss&,
                                  const train::detail::ReplicaStepFn& run_replica) override {
+    if (compile_stats_->programs > 0) return run_step(x, y, run_replica);
+    const auto start = std::chrono::steady_clock::now();
+    std::pair<Tensor, Tensor> results = run_step(x, y, run_replica);
+    compile_stats_->first_step_seconds = seconds_since(start);
+    return results;
+  }
+
+  Device input_device() const override { return Device::cpu(); }
+  bool compiles_steps() const override { return true; }
+
+ private:
+  static double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  std::pair<Tensor, Tensor> run_step(const Tensor& x, const Tensor& y,
+                                     const train::detail::ReplicaStepFn& run_replica) {
     if (model_ != nullptr) {
       ensure_built(*model_, x);
       place_weights(*model_, Device::cpu());
@@ -153,10 +174,6 @@ class XlaDistribution final : public train::detail::Distribution {
     return {all_predictions, Tensor::scalar(loss / replicas_, results[0][1].dtype())};
   }
 
-  Device input_device() const override { return Device::cpu(); }
-  bool compiles_steps() const override { return true; }
-
- private:
   // The device copies (one per replica) of a tensor the step reads, made at its first use.
   const std::vector<xla::Buffer>& resident(const Tensor& tensor) {
     auto found = resident_.find(tensor.id());
@@ -172,6 +189,7 @@ class XlaDistribution final : public train::detail::Distribution {
 
   XlaProgram& program_for(const Tensor& x, const Tensor& y,
                           const train::detail::ReplicaStepFn& run_replica) {
+    const auto start = std::chrono::steady_clock::now();
     const CompiledStep step = steps_.get(input_signature({x, y}), [&] {
       return trace_step(
           "xla_train_step",
@@ -185,22 +203,22 @@ class XlaDistribution final : public train::detail::Distribution {
     // A step's statistics live in its shared state: their address names the compiled step.
     const CompiledStepStats* key = &step.stats();
     if (auto found = programs_.find(key); found != programs_.end()) return found->second;
-    const auto start = std::chrono::steady_clock::now();
     CompiledStep::Stablehlo lowered = step.lower_to_stablehlo();
     xla::CompileOptions options;
     options.num_replicas = replicas_;
     for (int r = 0; r < replicas_; ++r)
       options.replica_device_ids.push_back(client_->devices()[static_cast<std::size_t>(r)].id);
     xla::Executable executable = client_->compile(lowered.module, options);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return programs_
-        .emplace(key, XlaProgram{step, std::move(lowered), std::move(executable), seconds})
+    const double seconds = seconds_since(start);
+    ++compile_stats_->programs;
+    compile_stats_->seconds += seconds;
+    return programs_.emplace(key, XlaProgram{step, std::move(lowered), std::move(executable)})
         .first->second;
   }
 
   std::shared_ptr<const xla::Client> client_;
   int replicas_;
+  std::shared_ptr<Xla::CompileStats> compile_stats_;
   StepCache steps_;
   std::map<const CompiledStepStats*, XlaProgram> programs_;
   std::map<std::uint64_t, std::vector<xla::Buffer>> resident_;  // by tensor id, per replica
@@ -276,7 +294,7 @@ Xla::Xla(const XlaOptions& options) {
                             std::to_string(options.replicas) +
                             " replicas asked for; ask for at most " + std::to_string(devices));
   }
-  initialize(std::make_shared<detail::XlaDistribution>(client_, replicas),
+  initialize(std::make_shared<detail::XlaDistribution>(client_, replicas, compile_stats_),
              std::vector<Device>(static_cast<std::size_t>(replicas), Device::cpu()), 1, 0);
 }
 

@@ -10,6 +10,7 @@
 #include "data/idx_files.h"
 #include "tandem/bench.h"
 #include "tandem/cuda.h"
+#include "tandem/xla.h"
 
 namespace tandem::bench {
 namespace {
@@ -31,6 +32,35 @@ BenchOptions tiny_options() {
   options.estimates = {"A100", "TPU v5e"};
   options.cpu_name = "test cpu";
   return options;
+}
+
+// XLA:CPU as a bench device: the same model trained through the Xla strategy, beside Tandem's
+// own kernels, with the eager row's FLOPs (the profiler sees no op inside the plugin).
+TEST(BenchRun, XlaCpuIsMeasuredBesideTheCpu) {
+  if (!xla::build_info().built) GTEST_SKIP() << xla::build_info().reason;
+  if (xla::fetched_cpu_plugin().empty())
+    GTEST_SKIP() << "no XLA:CPU plugin: run scripts/fetch-pjrt.sh";
+  BenchOptions options = tiny_options();
+  options.devices = {"cpu", "xla-cpu", "tpu"};
+  options.estimates.clear();
+  std::ostringstream log;
+  const Report report = run(options, log);
+  ASSERT_EQ(report.rows.size(), 2u) << log.str();
+  const Row& eager = report.rows[0].device == "cpu" ? report.rows[0] : report.rows[1];
+  const Row& lowered = report.rows[0].device == "cpu" ? report.rows[1] : report.rows[0];
+  EXPECT_EQ(lowered.device, "xla-cpu");
+  EXPECT_EQ(lowered.device_name, "test cpu");
+  EXPECT_GT(lowered.samples_per_second, 0.0);
+  EXPECT_EQ(lowered.step_seconds.size(), 8u);
+  EXPECT_EQ(lowered.flops_per_step, eager.flops_per_step);
+  EXPECT_GT(lowered.mfu, 0.0);
+  EXPECT_GT(lowered.price_per_hour, 0.0);
+  EXPECT_GT(lowered.compile_seconds, 0.0);
+  EXPECT_GT(lowered.first_step_seconds, lowered.compile_seconds);
+  EXPECT_EQ(eager.compile_seconds, -1.0);
+  // No TPU here: skipped with the reason, never initialised.
+  ASSERT_EQ(report.skipped.size(), 1u);
+  expect_contains(report.skipped[0].reason, "no TPU: no TPU on the PCI bus");
 }
 
 TEST(BenchRun, MeasuresPresentDevicesAndSkipsAbsentOnesWithTheReason) {

@@ -145,6 +145,8 @@ TEST(TrainCommand, XlaCpuTrainsTheCnnToTutorialAccuracy) {
       {"train", "--strategy", "xla-cpu", "--epochs", "1", "--threads", "2", "--report", report});
   ASSERT_EQ(result.status, 0) << result.err;
   expect_contains(result.out, "strategy: Xla(cpu");
+  // 60,000 = 1,875 batches of 32: one program.
+  expect_contains(result.out, "xla: 1 program compiled in ");
   JsonChecker json(slurp(report));
   ASSERT_TRUE(json.valid());
   EXPECT_GE(std::stod(json.top_level().at("test_accuracy")), 0.85) << result.out;
