@@ -84,6 +84,9 @@ class Client;
 class Buffer {
  public:
   Tensor to_host() const;
+  // Copies the array into `destination`, a CPU tensor of its shape and dtype (its storage is
+  // written in place, so views and identities stay).
+  void copy_to_host(const Tensor& destination) const;
   const Shape& shape() const;
   DType dtype() const;
   int device() const;  // the device's index in Client::devices()

@@ -50,6 +50,9 @@ Buffer Client::to_device(const Tensor&, int) const {
 Tensor Buffer::to_host() const {
   not_built();
 }
+void Buffer::copy_to_host(const Tensor&) const {
+  not_built();
+}
 const Shape& Buffer::shape() const {
   not_built();
 }

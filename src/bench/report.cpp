@@ -379,13 +379,14 @@ std::string markdown(const Report& report) {
     if (!any) {
       out << "\nPeers (same model, batch, precision and threads)\n\n"
           << "| model | precision | batch | framework | samples/s | step ms median (p10-p90) | "
-             "Tandem / peer |\n|---|---|---:|---|---:|---:|---:|\n";
+             "Tandem / peer | Tandem on |\n|---|---|---:|---|---:|---:|---:|---|\n";
       any = true;
     }
     out << "| " << row.model << " | " << row.precision << " | " << row.batch_size << " | "
         << row.framework << " " << row.framework_version << " | " << rate(row.samples_per_second)
         << " | " << milliseconds(row.step.median) << " (" << milliseconds(row.step.p10) << "-"
-        << milliseconds(row.step.p90) << ") | " << cell(row.tandem_ratio, 3) << "x |\n";
+        << milliseconds(row.step.p90) << ") | " << cell(row.tandem_ratio, 3) << "x | " << row.device
+        << " |\n";
   }
   any = false;
   for (const Row& row : report.rows) {

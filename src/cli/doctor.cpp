@@ -15,6 +15,7 @@
 #include "tandem/data.h"
 #include "tandem/distribute.h"
 #include "tandem/runtime.h"
+#include "tandem/xla.h"
 
 namespace tandem::cli {
 namespace {
@@ -189,6 +190,24 @@ std::vector<Check> run_checks(const std::string& data_dir, const std::string& lo
                                         : "install the plugin (pip install libtpu) or point "
                                           "TANDEM_PJRT_PLUGIN at libtpu.so"});
   }
+
+  // XLA: the CPU plugin loaded and asked for its devices; XLA:GPU's only found (loading it
+  // starts CUDA).
+  const xla::PlatformStatus xla_cpu = xla::cpu_platform_status();
+  checks.push_back(
+      {"xla-cpu", xla_cpu.usable ? Status::ok : Status::warn,
+       xla_cpu.usable ? std::to_string(xla_cpu.devices.size()) + " devices of XLA:" +
+                            xla_cpu.platform + " through " + xla_cpu.plugin.path + " (PJRT C API " +
+                            std::to_string(xla_cpu.plugin.api_major) + "." +
+                            std::to_string(xla_cpu.plugin.api_minor) + ")"
+                      : xla_cpu.reason,
+       xla_cpu.usable ? "" : "--strategy xla-cpu needs it: run scripts/fetch-pjrt.sh and rebuild"});
+  const std::vector<std::string> gpu_plugins = distribute::pjrt_plugin_candidates("gpu");
+  checks.push_back({"xla-gpu", Status::ok,
+                    gpu_plugins.empty() ? "no XLA:GPU plugin (only --strategy xla-gpu needs one: "
+                                          "pip install jax-cuda13-pjrt)"
+                                        : "plugin " + gpu_plugins.front(),
+                    ""});
 
   checks.push_back({"mpi", Status::ok,
                     distribute::mpi_library_version() + " (for tandem launch and --strategy "

@@ -157,8 +157,7 @@ class XlaDistribution final : public train::detail::Distribution {
       std::vector<xla::Buffer> updated;
       for (auto& replica_results : results)
         updated.push_back(replica_results[outputs + k]);
-      tandem::detail::copy_into(captured, updated.front().to_host(),
-                                "XLA step: " + captured.name());
+      updated.front().copy_to_host(captured);
       resident_.insert_or_assign(captured.id(), std::move(updated));
     }
     std::vector<Tensor> predictions;

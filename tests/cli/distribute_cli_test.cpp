@@ -61,10 +61,13 @@ TEST(DoctorCommand, ChecksEachLineWithAFix) {
   const CliResult ok = run_cli({"doctor", "--data-dir", dir.path().string(), "--logdir",
                                 dir.file("logs"), "--checkpoint-dir", dir.file("checkpoints")});
   EXPECT_EQ(ok.status, 0) << ok.out << ok.err;
-  for (const char* check :
-       {"tandem", "cpu kernels", "cuda backend", "nvidia driver", "cudnn", "nccl", "gpu",
-        "tpu plugin", "mpi", "data: fashion-mnist", "log folder", "checkpoint folder"}) {
+  for (const char* check : {"tandem", "cpu kernels", "cuda backend", "nvidia driver", "cudnn",
+                            "nccl", "gpu", "tpu plugin", "xla-cpu", "xla-gpu", "mpi",
+                            "data: fashion-mnist", "log folder", "checkpoint folder"}) {
     expect_contains(ok.out, std::string(check));
+  }
+  if (xla::build_info().built && !xla::fetched_cpu_plugin().empty()) {
+    expect_contains(ok.out, "4 devices of XLA:cpu through ");
   }
   expect_contains(ok.out, "OK    data: fashion-mnist");
   expect_contains(ok.out, "OK    log folder");

@@ -174,6 +174,23 @@ TEST(XlaStrategy, AMissingPluginIsUnavailableWithItsPath) {
   }
 }
 
+// A plugin older than the PJRT C API Tandem was built with (the fake one says 0.54 and has a
+// table of three fields) is refused before any of its functions is called.
+TEST(XlaStrategy, APluginWithAnOlderApiIsRefusedWithItsVersion) {
+  if (!xla::build_info().built) GTEST_SKIP() << xla::build_info().reason;
+  try {
+    distribute::Xla strategy({.platform = "cpu", .plugin = TANDEM_FAKE_PJRT_PLUGIN});
+    FAIL() << "used a PJRT C API 0.54 plugin";
+  } catch (const distribute::DeviceUnavailable& error) {
+    const std::string message = error.what();
+    EXPECT_NE(
+        message.find(std::string(TANDEM_FAKE_PJRT_PLUGIN) + " has PJRT C API 0.54, older than"),
+        std::string::npos)
+        << message;
+    EXPECT_NE(message.find("use a newer plugin"), std::string::npos) << message;
+  }
+}
+
 TEST(XlaStrategy, AnUntraceableOptimizerIsRefusedAtCompile) {
   SKIP_WITHOUT_XLA_CPU();
   const distribute::Xla strategy;

@@ -129,7 +129,17 @@ class Plugin {
                       " and needs the same major version; use a plugin of major version " +
                       std::to_string(PJRT_API_MAJOR));
     }
-    // An older plugin's table ends before functions the header has: those are checked at use.
+    // An older plugin's table ends before functions the header has, and calling past its end
+    // would jump anywhere: such a plugin is refused.
+    if (api_->struct_size < PJRT_Api_STRUCT_SIZE || info_.api_minor < PJRT_API_MINOR) {
+      throw PjrtError(path + " has PJRT C API " + version() + ", older than the " +
+                      std::to_string(PJRT_API_MAJOR) + "." + std::to_string(PJRT_API_MINOR) +
+                      " Tandem was built with (its function table is " +
+                      std::to_string(api_->struct_size) + " bytes, " +
+                      std::to_string(PJRT_Api_STRUCT_SIZE) +
+                      " expected); use a newer plugin (pip install the current jax-cuda13-pjrt "
+                      "or libtpu; scripts/fetch-pjrt.sh fetches XLA:CPU's)");
+    }
     auto initialize = TANDEM_PJRT_ARGS(PJRT_Plugin_Initialize_Args);
     check(api_->PJRT_Plugin_Initialize(&initialize), "PJRT_Plugin_Initialize");
     auto attributes = TANDEM_PJRT_ARGS(PJRT_Plugin_Attributes_Args);
@@ -529,15 +539,29 @@ Buffer Client::to_device(const Tensor& host, int device) const {
 }
 
 Tensor Buffer::to_host() const {
-  const Plugin& plugin = *impl_->client->plugin;
   Tensor host = Tensor::empty(impl_->shape, impl_->dtype);
+  copy_to_host(host);
+  return host;
+}
+
+void Buffer::copy_to_host(const Tensor& destination) const {
+  if (!destination.defined() || destination.device().type != DeviceType::cpu ||
+      destination.shape() != impl_->shape || destination.dtype() != impl_->dtype) {
+    throw InvalidArgument("xla::Buffer::copy_to_host: the buffer is " + shape_str(impl_->shape) +
+                          " " + dtype_name(impl_->dtype) + ", the destination " +
+                          (destination.defined() ? shape_str(destination.shape()) + " " +
+                                                       dtype_name(destination.dtype()) + " on " +
+                                                       destination.device().str()
+                                                 : std::string("undefined")) +
+                          "; give a CPU tensor of the buffer's shape and dtype");
+  }
+  const Plugin& plugin = *impl_->client->plugin;
   auto copy = TANDEM_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args);
   copy.src = impl_->buffer;
-  copy.dst = host.raw_data();
-  copy.dst_size = host.nbytes();
+  copy.dst = destination.raw_data();
+  copy.dst_size = destination.nbytes();
   plugin.check(plugin.api()->PJRT_Buffer_ToHostBuffer(&copy), "PJRT_Buffer_ToHostBuffer");
   plugin.await(copy.event, "the transfer to the host");
-  return host;
 }
 
 const Shape& Buffer::shape() const {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iomanip>
 #include <map>
@@ -343,7 +344,7 @@ bool xla_applies(const OpCase& c) {
 // Why the xla mode cannot run here, or "".
 std::string xla_unavailable() {
   if (!xla::build_info().built) return xla::build_info().reason;
-  if (xla::fetched_cpu_plugin().empty()) {
+  if (xla::fetched_cpu_plugin().empty() && std::getenv("TANDEM_XLA_HARNESS_PLUGIN") == nullptr) {
     return "no XLA:CPU plugin: run scripts/fetch-pjrt.sh (it needs the package index)";
   }
   return "";
@@ -351,13 +352,20 @@ std::string xla_unavailable() {
 
 // The f32 tolerance, except for the reductions over a whole medium case (57k elements), which
 // XLA sums in another order than the CPU kernels: their rounding grows with the count.
+// TANDEM_XLA_HARNESS_TOLERANCE replaces it (scripts/tpu-check.sh: TPUs multiply f32 in bf16
+// passes).
 double xla_tolerance(OpKind op) {
+  if (const char* given = std::getenv("TANDEM_XLA_HARNESS_TOLERANCE")) return std::stod(given);
   const double f32 = tolerance_for({DType::f32}).outputs;
   return op == OpKind::sum || op == OpKind::mean ? 10 * f32 : f32;
 }
 
+// XLA:CPU, or the plugin TANDEM_XLA_HARNESS_PLUGIN names (scripts/tpu-check.sh gives libtpu).
 const xla::Client& xla_cpu_client() {
-  static const xla::Client client(xla::fetched_cpu_plugin());
+  static const xla::Client client([] {
+    const char* plugin = std::getenv("TANDEM_XLA_HARNESS_PLUGIN");
+    return plugin != nullptr ? std::string(plugin) : xla::fetched_cpu_plugin();
+  }());
   return client;
 }
 
