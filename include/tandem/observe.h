@@ -177,6 +177,7 @@ struct TensorBoardOptions {
 // the logs with one warning, never the training.
 class TensorBoard final : public train::Callback {
  public:
+  bool reads_weights_at_batch_end() const override { return false; }
   explicit TensorBoard(TensorBoardOptions options);
   ~TensorBoard() override;
   void on_train_begin(const train::Logs& logs) override;
@@ -382,6 +383,7 @@ class Profiler {
 // `table_out` (when not null).
 class ProfilerCallback final : public train::Callback {
  public:
+  bool reads_weights_at_batch_end() const override { return false; }
   ProfilerCallback(std::shared_ptr<Profiler> profiler, std::int64_t first_step,
                    std::int64_t last_step, std::string trace_path = "",
                    std::ostream* table_out = nullptr);

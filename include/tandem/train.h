@@ -453,6 +453,11 @@ class Callback {
   virtual void on_epoch_end(int epoch, const Logs& logs) {}
   virtual void on_train_batch_begin(std::int64_t batch, const Logs& logs) {}
   virtual void on_train_batch_end(std::int64_t batch, const Logs& logs) {}
+  // Whether on_train_batch_end reads the model's weights (a checkpoint every N steps does).
+  // Where the weights live on an accelerator between steps (the XLA strategies), fit brings
+  // them back to the model before the batch end of such a callback, and otherwise only at the
+  // end of each epoch and of training. Callbacks that only read the logs say false.
+  virtual bool reads_weights_at_batch_end() const { return true; }
 
   // Set by fit before on_train_begin.
   void set_model(nn::Model* model) { model_ = model; }
@@ -477,6 +482,7 @@ class Callback {
 // compares.
 class History final : public Callback {
  public:
+  bool reads_weights_at_batch_end() const override { return false; }
   void on_train_begin(const Logs& logs) override;
   void on_epoch_begin(int epoch, const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
@@ -532,6 +538,7 @@ class History final : public Callback {
 // restore_best_weights, stopping puts back the weights of the best epoch.
 class EarlyStopping final : public Callback {
  public:
+  bool reads_weights_at_batch_end() const override { return false; }
   explicit EarlyStopping(std::string monitor = "val_loss", double min_delta = 0.0, int patience = 0,
                          std::string mode = "auto", bool restore_best_weights = false);
   void on_train_begin(const Logs& logs) override;
@@ -560,6 +567,7 @@ class EarlyStopping final : public Callback {
 // Sets the optimizer's learning rate at the start of every epoch to schedule(epoch, current).
 class LearningRateScheduler final : public Callback {
  public:
+  bool reads_weights_at_batch_end() const override { return false; }
   using ScheduleFn = std::function<double(int epoch, double learning_rate)>;
   explicit LearningRateScheduler(ScheduleFn schedule, int verbose = 0);
   void on_epoch_begin(int epoch, const Logs& logs) override;
@@ -600,6 +608,7 @@ class LambdaCallback final : public Callback {
 // callbacks.
 class ProgressBar final : public Callback {
  public:
+  bool reads_weights_at_batch_end() const override { return false; }
   // interactive: redraw in place; nullopt asks whether `out` is std::cout on a terminal.
   explicit ProgressBar(int verbose = 1, std::ostream* out = nullptr,
                        std::optional<bool> interactive = std::nullopt,

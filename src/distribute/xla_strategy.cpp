@@ -75,6 +75,19 @@ class XlaDistribution final : public train::detail::Distribution {
   // Weights may have been set since an earlier fit: the device copies are made again.
   void prepare(nn::Model& model, const data::Dataset&, int) override {
     model_ = &model;
+    weights_from_host();
+  }
+
+  // The tensors the steps updated since the last call get replica 0's values (every replica
+  // holds the same).
+  void weights_to_host() override {
+    for (const auto& [id, host] : stale_on_host_)
+      resident_.at(id).front().copy_to_host(host);
+    stale_on_host_.clear();
+  }
+
+  void weights_from_host() override {
+    weights_to_host();
     resident_.clear();
   }
 
@@ -142,8 +155,8 @@ class XlaDistribution final : public train::detail::Distribution {
     }
     std::vector<std::vector<xla::Buffer>> results = program.executable.execute_replicas(arguments);
     // The results after the step's two are the new versions of the donated arguments: they
-    // replace the device copies, and the model's host tensors get replica 0's values (every
-    // replica holds the same).
+    // replace the device copies; the model's host tensors get them when fit asks
+    // (weights_to_host).
     const std::size_t outputs = results.front().size() - lowered.updated.size();
     for (std::size_t k = 0; k < lowered.updated.size(); ++k) {
       const std::size_t argument = lowered.updated[k];
@@ -157,8 +170,8 @@ class XlaDistribution final : public train::detail::Distribution {
       std::vector<xla::Buffer> updated;
       for (auto& replica_results : results)
         updated.push_back(replica_results[outputs + k]);
-      updated.front().copy_to_host(captured);
       resident_.insert_or_assign(captured.id(), std::move(updated));
+      stale_on_host_.insert_or_assign(captured.id(), captured);
     }
     std::vector<Tensor> predictions;
     double loss = 0;
@@ -221,8 +234,10 @@ class XlaDistribution final : public train::detail::Distribution {
   StepCache steps_;
   std::map<const CompiledStepStats*, XlaProgram> programs_;
   std::map<std::uint64_t, std::vector<xla::Buffer>> resident_;  // by tensor id, per replica
-  std::vector<Tensor> statistics_;                              // the model's moving statistics
-  nn::Model* model_ = nullptr;  // to set up on the next step; null once done
+  // The host tensors whose device copies a step has updated since weights_to_host, by id.
+  std::map<std::uint64_t, Tensor> stale_on_host_;
+  std::vector<Tensor> statistics_;  // the model's moving statistics
+  nn::Model* model_ = nullptr;      // to set up on the next step; null once done
 };
 
 // What to install for a platform's plugin.

@@ -63,6 +63,12 @@ class Distribution {
   // Whether the strategy traces and compiles the whole step itself (XLA): fit then gives it the
   // eager step to trace, whatever CompileOptions::jit_compile says.
   virtual bool compiles_steps() const { return false; }
+  // For strategies whose weights live on devices between steps: brings the model's weights,
+  // slots and statistics up to date on the host (before callbacks, evaluation and the end of
+  // fit read them), and, after callbacks that may have set them, has the next step take the
+  // host's values again.
+  virtual void weights_to_host() {}
+  virtual void weights_from_host() {}
 };
 
 // The distribution that models compiled now on this thread train under (none: plain fit).

@@ -383,9 +383,11 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
   if (verbose > 0 && !has_progress_bar) {
     callbacks.push_back(std::make_shared<train::ProgressBar>(verbose));
   }
+  bool reads_weights_each_batch = false;
   for (const auto& callback : callbacks) {
     callback->set_model(this);
     callback->set_params({epochs, steps, verbose, dataset.batch_size(), dataset.num_examples()});
+    reads_weights_each_batch = reads_weights_each_batch || callback->reads_weights_at_batch_end();
   }
 
   state.stop_training = false;
@@ -432,6 +434,7 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
       for (const auto& metric : state.metrics)
         metric->update_state(batch->labels, y_pred);
       write_logs(state, loss_tracker.result(), logs);
+      if (state.distribution && reads_weights_each_batch) state.distribution->weights_to_host();
       for (const auto& callback : callbacks)
         callback->on_train_batch_end(step, logs);
       const double step_end = now_seconds();
@@ -445,6 +448,7 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
                             std::to_string(epoch));
     }
     write_logs(state, loss_tracker.result(), logs);
+    if (state.distribution) state.distribution->weights_to_host();
     const data::PassReport input = batches->report();
     history->record_input_report(input.skipped, input.advice);
     if (options.validation_data != nullptr) {
@@ -453,6 +457,7 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
     }
     for (const auto& callback : callbacks)
       callback->on_epoch_end(epoch, logs);
+    if (state.distribution) state.distribution->weights_from_host();
     if (verbose > 0 && input.skipped > 0) {
       std::cout << "Epoch " << epoch + 1 << ": " << input.skipped_summary << "\n";
     }

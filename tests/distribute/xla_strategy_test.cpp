@@ -154,6 +154,47 @@ TEST(XlaStrategy, ABatchThatDoesNotSplitOverTheReplicasIsAnError) {
   }
 }
 
+// Records the model's first weight at each batch end.
+class FirstWeightWatcher final : public train::Callback {
+ public:
+  explicit FirstWeightWatcher(bool reads_weights) : reads_weights_(reads_weights) {}
+  bool reads_weights_at_batch_end() const override { return reads_weights_; }
+  void on_train_batch_end(std::int64_t, const train::Logs&) override {
+    seen.push_back(model()->weights().front().to_vector<float>().front());
+  }
+  std::vector<float> seen;
+
+ private:
+  bool reads_weights_;
+};
+
+// The weights stay on the device between steps: the model's host tensors are brought up to date
+// at each epoch's end, and at each batch end only when a callback reads them there.
+TEST(XlaStrategy, WeightsComeBackWhenSomethingReadsThem) {
+  SKIP_WITHOUT_XLA_CPU();
+  const data::TensorDataset dataset = make_dataset(48, 16, 12);  // 3 steps an epoch
+  for (const bool reads : {false, true}) {
+    const distribute::Xla strategy;
+    nn::Model model = compiled_model(&strategy);
+    auto watcher = std::make_shared<FirstWeightWatcher>(reads);
+    model.fit(dataset, 2, {.callbacks = {watcher}, .verbose = 0});
+    ASSERT_EQ(watcher->seen.size(), 6u);
+    if (reads) {
+      EXPECT_NE(watcher->seen[0], watcher->seen[1]);
+      EXPECT_NE(watcher->seen[1], watcher->seen[2]);
+    } else {
+      // Stale within an epoch, current from its end on.
+      EXPECT_EQ(watcher->seen[0], watcher->seen[2]);
+      EXPECT_NE(watcher->seen[2], watcher->seen[3]);
+      EXPECT_EQ(watcher->seen[3], watcher->seen[5]);
+    }
+    // After fit the model holds the last step's weights either way.
+    const float last = model.weights().front().to_vector<float>().front();
+    if (reads) EXPECT_EQ(last, watcher->seen[5]);
+    if (!reads) EXPECT_NE(last, watcher->seen[5]);
+  }
+}
+
 TEST(XlaStrategy, DescribesItsPlatformAndPlugin) {
   SKIP_WITHOUT_XLA_CPU();
   const distribute::Xla strategy;
