@@ -9,6 +9,9 @@
 #      same seed: the test accuracies agree within 1% (the GPU's atomic sums vary run to run) and
 #      the samples/s ratio is printed (the compiled step runs its nodes uncaptured: the CUDA
 #      graph of the whole step is not built yet),
+#   3c. trains it for 1 epoch through XLA:GPU (--strategy xla-gpu, the jax-cuda13-pjrt plugin of
+#      this machine's Python, found where JAX finds it) and checks >= 85% test accuracy; skipped
+#      with the reason when the Python has no such plugin,
 #   4. benchmarks ResNet-50 training (synthetic 224x224 data, batch 256) in fp32 and bf16 with
 #      `tandem bench --peers torch`, Tandem
 #      against PyTorch on the same GPU (channels-last, AMP), and prints images/s and the ratios
@@ -121,6 +124,23 @@ EOF
   else
     failed "compiled step on the GPU: accuracy differs from the eager step by more than 1% (see above)"
   fi
+fi
+
+echo "== 3c. the tutorial CNN through XLA:GPU (1 epoch, the whole step compiled by XLA)"
+if tandem devices | grep -q '^xla-gpu plugin'; then
+  xla_report=$results/cnn_xla_gpu.json
+  if tandem train --strategy xla-gpu --epochs 1 --data-dir "$root/data" --report "$xla_report"; then
+    accuracy=$(python3 -c "import json; print(json.load(open('$xla_report'))['test_accuracy'])")
+    if python3 -c "import sys; sys.exit(0 if $accuracy >= 0.85 else 1)"; then
+      note "XLA:GPU CNN: test accuracy $accuracy (>= 0.85)"
+    else
+      failed "XLA:GPU CNN: test accuracy $accuracy, below 0.85"
+    fi
+  else
+    failed "tandem train --strategy xla-gpu"
+  fi
+else
+  note "XLA:GPU: skipped: this machine's Python has no jax-cuda13-pjrt plugin (tandem devices)"
 fi
 
 echo "== 4. ResNet-50 training, synthetic 224x224, batch 256: tandem bench against PyTorch"
