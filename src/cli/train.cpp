@@ -496,9 +496,8 @@ int run_train(const ParsedArgs& args) {
               << "\n";
   }
   // XLA's replicas take equal shares of every batch.
-  const int equal_shares = dynamic_cast<const distribute::Xla*>(strategy.get()) != nullptr
-                               ? strategy->num_replicas_in_sync()
-                               : 1;
+  const auto* xla_strategy = dynamic_cast<const distribute::Xla*>(strategy.get());
+  const int equal_shares = xla_strategy != nullptr ? strategy->num_replicas_in_sync() : 1;
   FashionMnistInput input = fashion_mnist_input(global, equal_shares);
   const data::Pipeline& training = input.training;
   const data::Pipeline& test = input.test;
@@ -542,10 +541,9 @@ int run_train(const ParsedArgs& args) {
               << ", batch size " << options.batch_size << ", Adam lr " << global.learning_rate
               << (options.schedule == "cosine" ? " with cosine decay" : "") << ", seed "
               << options.seed << (options.checkpointing.deterministic ? ", deterministic" : "")
-              << (dynamic_cast<const distribute::Xla*>(strategy.get()) != nullptr
-                      ? ", the whole step compiled by XLA"
-                  : model.jit_compiled() ? ", compiled step"
-                                         : ", eager step")
+              << (xla_strategy != nullptr ? ", the whole step compiled by XLA"
+                  : model.jit_compiled()  ? ", compiled step"
+                                          : ", eager step")
               << "\n";
   }
 
@@ -590,7 +588,7 @@ int run_train(const ParsedArgs& args) {
             << "time: " << fixed(train_seconds, 1) << " s training, " << fixed(wall_seconds, 1)
             << " s in all\n";
   print_communication(*strategy, history, std::cout);
-  if (const auto* xla_strategy = dynamic_cast<const distribute::Xla*>(strategy.get())) {
+  if (xla_strategy != nullptr) {
     const distribute::Xla::CompileStats compiled = xla_strategy->compile_stats();
     std::cout << "xla: " << plural(compiled.programs, "program") << " compiled in "
               << fixed(compiled.seconds, 2) << " s (one per batch shape); first step "

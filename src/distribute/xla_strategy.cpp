@@ -159,14 +159,7 @@ class XlaDistribution final : public train::detail::Distribution {
     // (weights_to_host).
     const std::size_t outputs = results.front().size() - lowered.updated.size();
     for (std::size_t k = 0; k < lowered.updated.size(); ++k) {
-      const std::size_t argument = lowered.updated[k];
-      if (argument < 2 || argument >= 2 + lowered.captured.size()) {
-        throw InvalidArgument("the XLA training step writes its argument " +
-                              std::to_string(argument) +
-                              ", which is not a captured tensor; train this model with "
-                              "--strategy cpu");
-      }
-      const Tensor& captured = lowered.captured[argument - 2];
+      const Tensor& captured = lowered.captured[lowered.updated[k] - 2];
       std::vector<xla::Buffer> updated;
       for (auto& replica_results : results)
         updated.push_back(replica_results[outputs + k]);
@@ -216,6 +209,15 @@ class XlaDistribution final : public train::detail::Distribution {
     const CompiledStepStats* key = &step.stats();
     if (auto found = programs_.find(key); found != programs_.end()) return found->second;
     CompiledStep::Stablehlo lowered = step.lower_to_stablehlo();
+    // Only captured tensors (weights, slots, statistics) may be written: the batch is not kept.
+    for (const std::size_t argument : lowered.updated) {
+      if (argument < 2 || argument >= 2 + lowered.captured.size()) {
+        throw InvalidArgument("the XLA training step writes its argument " +
+                              std::to_string(argument) +
+                              ", which is not a captured tensor; train this model with "
+                              "--strategy cpu");
+      }
+    }
     xla::CompileOptions options;
     options.num_replicas = replicas_;
     for (int r = 0; r < replicas_; ++r)
