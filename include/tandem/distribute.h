@@ -131,7 +131,12 @@ struct TpuInfo {
   std::vector<TpuChip> chips;
   std::string reason;          // why no TPU can be used; empty when one can
   bool backend_built = false;  // this build of Tandem has the XLA backend
-  bool usable() const { return backend_built && plugin.loaded && !chips.empty(); }
+  // The process holding libtpu's lock, "PID 1234 (python3 train.py)": a TPU serves one process
+  // at a time, and libtpu refuses a second. Empty when none holds it.
+  std::string held_by;
+  bool usable() const {
+    return backend_built && plugin.loaded && !chips.empty() && held_by.empty();
+  }
 };
 
 struct DeviceInventory {
@@ -144,7 +149,8 @@ struct DeviceInventory {
 // Where discovery looks. from_environment() gives the defaults: sonames on the loader's search
 // path, overridden by TANDEM_CUDA_RUNTIME, TANDEM_CUDA_DRIVER, TANDEM_NCCL_LIBRARY and
 // TANDEM_PJRT_PLUGIN (a file), else pjrt_plugin_candidates("tpu"); TANDEM_PCI_DEVICES_DIR
-// replaces /sys/bus/pci/devices (a container's view of the host's, or a test's).
+// replaces /sys/bus/pci/devices (a container's view of the host's, or a test's);
+// ALLOW_MULTIPLE_LIBTPU_LOAD=1, which makes libtpu skip its lock, makes discovery skip it too.
 struct DiscoveryOptions {
   std::vector<std::string> cuda_runtime_libraries;  // tried in order
   std::string cuda_driver_library;
@@ -152,6 +158,9 @@ struct DiscoveryOptions {
   std::vector<std::string> cudnn_libraries;
   std::vector<std::string> pjrt_plugins;  // files or sonames, tried in order
   std::string pci_devices_dir = "/sys/bus/pci/devices";
+  // The file libtpu locks (fcntl F_SETLK, whole file) while a process has the TPU open; its path
+  // is fixed in libtpu. Empty: not checked.
+  std::string libtpu_lockfile = "/tmp/libtpu_lockfile";
   static DiscoveryOptions from_environment();
 };
 

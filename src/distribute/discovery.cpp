@@ -1,13 +1,16 @@
 // Device discovery: NVIDIA GPUs through the CUDA runtime and driver, NCCL and cuDNN versions,
 // TPUs through a PJRT plugin and the PCI bus. Every library is loaded at run time, so discovery
 // works in every build and on machines without any of them, and says what is missing.
+#include <fcntl.h>
 #include <glob.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "distribute/cuda_loader.h"
 #include "distribute/dynamic_library.h"
@@ -251,6 +254,38 @@ struct PjrtApiHead {
   PjrtApiVersion pjrt_api_version;
 };
 
+// "python3 train.py --epochs 5", the command line of process `pid` (as ps shows it, cut to a
+// line), or "" when it cannot be read.
+std::string command_line_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::replace(text.begin(), text.end(), '\0', ' ');
+  while (!text.empty() && text.back() == ' ')
+    text.pop_back();
+  constexpr std::size_t kWidth = 100;
+  if (text.size() > kWidth) text = text.substr(0, kWidth - 3) + "...";
+  return text;
+}
+
+// The process holding libtpu's lock on `lockfile`, "PID 1234 (python3 train.py)", or "" when
+// none does or there is no such file. F_GETLK asks without taking the lock, so discovery never
+// stands in the way of the process that is about to open the TPU.
+std::string libtpu_lock_holder(const std::string& lockfile) {
+  if (lockfile.empty()) return "";
+  const int file = ::open(lockfile.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (file < 0) return "";
+  struct flock probe {};
+  probe.l_type = F_WRLCK;
+  probe.l_whence = SEEK_SET;
+  const int result = ::fcntl(file, F_GETLK, &probe);
+  ::close(file);
+  if (result != 0 || probe.l_type == F_UNLCK) return "";
+  // A holder in another PID namespace (another container on the same host) has no PID here.
+  if (probe.l_pid <= 0) return "a process outside this container";
+  const std::string command = command_line_of(probe.l_pid);
+  return "PID " + std::to_string(probe.l_pid) + (command.empty() ? "" : " (" + command + ")");
+}
+
 TpuInfo probe_tpu(const DiscoveryOptions& options) {
   TpuInfo info;
   info.searched = options.pjrt_plugins;
@@ -287,7 +322,14 @@ TpuInfo probe_tpu(const DiscoveryOptions& options) {
                                      : std::to_string(info.chips.size()) + " TPU chip" +
                                            (info.chips.size() == 1 ? "" : "s") + " on the PCI bus";
   info.backend_built = xla::build_info().built;
-  if (!info.usable()) {
+  if (!info.chips.empty()) info.held_by = libtpu_lock_holder(options.libtpu_lockfile);
+  if (!info.held_by.empty()) {
+    info.reason = "the TPU is in use by another process: " + info.held_by +
+                  " holds libtpu's lock " + options.libtpu_lockfile +
+                  "; a TPU serves one process at a time: let that one finish or stop it (kill " +
+                  "the PID; a notebook's kernel holds the TPU until it is shut down), then run " +
+                  "again";
+  } else if (!info.usable()) {
     const std::string fix =
         info.plugin.loaded ? "" : " (pip install libtpu, or point TANDEM_PJRT_PLUGIN at libtpu.so)";
     info.reason = (info.backend_built ? "" : xla::build_info().reason + "; ") + chips_part + "; " +
@@ -417,6 +459,12 @@ DiscoveryOptions DiscoveryOptions::from_environment() {
       plugin.empty() ? pjrt_plugin_candidates("tpu") : std::vector<std::string>{plugin};
   if (const std::string pci = environment("TANDEM_PCI_DEVICES_DIR"); !pci.empty()) {
     options.pci_devices_dir = pci;
+  }
+  std::string several_loads = environment("ALLOW_MULTIPLE_LIBTPU_LOAD");
+  std::transform(several_loads.begin(), several_loads.end(), several_loads.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* yes : {"1", "true", "t", "yes", "y"}) {
+    if (several_loads == yes) options.libtpu_lockfile.clear();
   }
   return options;
 }

@@ -261,6 +261,7 @@ std::string plugin_for(const XlaOptions& options) {
                               "; libtpu is not initialised without one (it would keep asking "
                               "the cloud metadata server)");
     }
+    if (!tpu.held_by.empty()) throw DeviceUnavailable(tpu.reason);
     if (!options.plugin.empty()) return options.plugin;
     if (!tpu.plugin.loaded) throw DeviceUnavailable("no TPU plugin: " + tpu.reason);
     return tpu.plugin.path;

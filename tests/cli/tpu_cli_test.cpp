@@ -4,6 +4,9 @@
 // so that it never sends a request to the cloud metadata server. A fake PCI tree with one of
 // Google's devices (TANDEM_PCI_DEVICES_DIR) makes Tandem try the TPU; libtpu then finds no chip
 // and says so, which Tandem must report with its reason, and --strategy auto must step past.
+// libtpu lets one process at a time have the TPU (an fcntl lock on /tmp/libtpu_lockfile): these
+// tests run at once under ctest -j, so the ones that start libtpu set ALLOW_MULTIPLE_LIBTPU_LOAD=1,
+// which makes libtpu take no lock, and one test holds the lock itself to see Tandem name holder.
 #include <glob.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +14,7 @@
 #include <fstream>
 
 #include "cli/cli_runner.h"
+#include "support/file_lock_holder.h"
 #include "support/python_env.h"
 #include "tandem/xla.h"
 
@@ -73,9 +77,11 @@ class LibtpuWithoutATpu : public ::testing::Test {
     write_tiny_fashion_mnist(dir_.path() / "data", 64, 32, 28, 28);
   }
 
-  // `tandem ARGS` with libtpu as the plugin and the fake bus, without network.
-  ShellResult tandem(const std::string& args) const {
+  // `tandem ARGS` with libtpu as the plugin and the fake bus, without network; libtpu's
+  // lock is taken and looked at only with `lock`.
+  ShellResult tandem(const std::string& args, bool lock = false) const {
     const std::string command =
+        std::string(lock ? "" : "ALLOW_MULTIPLE_LIBTPU_LOAD=1 ") +
         "TANDEM_PJRT_PLUGIN=" + shell_quote(libtpu_) +
         " TANDEM_PCI_DEVICES_DIR=" + shell_quote((dir_.path() / "pci").string()) + " " +
         shell_quote(TANDEM_CLI_PATH) + " " + args;
@@ -106,6 +112,30 @@ TEST_F(LibtpuWithoutATpu, AutoLogsTheTpuFailureAndTrainsOnTheCpu) {
   expect_contains(result.output, "tpu failed to start: ");
   expect_contains(result.output, "No jellyfish device found");
   expect_contains(result.output, "test accuracy: ");
+}
+
+// Another process has the TPU (a notebook's kernel, a run still going): Tandem names it from
+// libtpu's lock before starting libtpu, whose own message would be to delete the lock.
+TEST_F(LibtpuWithoutATpu, ATpuInUseNamesTheProcessThatHasIt) {
+  const FileLockHolder holder("/tmp/libtpu_lockfile");
+  const std::string in_use =
+      "the TPU is in use by another process: PID " + std::to_string(holder.pid()) + " (";
+  const ShellResult refused =
+      tandem("train --strategy tpu --epochs 1 --quiet --data-dir " + data(), true);
+  EXPECT_EQ(refused.status, 1) << refused.output;
+  expect_contains(refused.output,
+                  "tandem: error: --strategy tpu: the TPU strategy is not available: " + in_use);
+  expect_contains(refused.output, "holds libtpu's lock /tmp/libtpu_lockfile");
+
+  const ShellResult fallback =
+      tandem("train --model mlp --epochs 1 --threads 1 --data-dir " + data(), true);
+  ASSERT_EQ(fallback.status, 0) << fallback.output;
+  expect_contains(fallback.output, "  TPU: not available: " + in_use);
+  expect_contains(fallback.output, "strategy: OneDevice(cpu), chosen by --strategy auto");
+
+  const ShellResult devices = tandem("devices", true);
+  ASSERT_EQ(devices.status, 0) << devices.output;
+  expect_contains(devices.output, "tpu    none: " + in_use);
 }
 
 TEST_F(LibtpuWithoutATpu, DevicesShowsThePluginAndItsApi) {

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "data/idx_files.h"
+#include "support/file_lock_holder.h"
 #include "tandem/distribute.h"
 #include "tandem/xla.h"
 
@@ -53,6 +54,7 @@ DiscoveryOptions nothing_installed(const std::string& pci_dir) {
   options.cudnn_libraries = {"/nonexistent/libcudnn.so.9"};
   options.pjrt_plugins = {"/nonexistent/libtpu.so"};
   options.pci_devices_dir = pci_dir;
+  options.libtpu_lockfile = "/nonexistent/libtpu_lockfile";
   return options;
 }
 
@@ -143,6 +145,28 @@ TEST(Discovery, FindsTpuChipsAndAPjrtPlugin) {
   }
 }
 
+TEST(Discovery, ATpuHeldByAnotherProcessIsNamedWithTheFix) {
+  ScratchDir sysfs;
+  add_pci_function(sysfs, "0000:00:04.0", "0x1ae0", "0x0063", "0x120000");
+  DiscoveryOptions options = nothing_installed(sysfs.path().string());
+  options.pjrt_plugins = {TANDEM_FAKE_PJRT_PLUGIN};
+  options.libtpu_lockfile = sysfs.file("libtpu_lockfile");
+  {
+    const FileLockHolder holder(options.libtpu_lockfile);
+    const distribute::TpuInfo tpu = distribute::discover_tpu(options);
+    EXPECT_FALSE(tpu.usable());
+    expect_contains(tpu.held_by, "PID " + std::to_string(holder.pid()) + " (");
+    expect_contains(tpu.reason,
+                    "the TPU is in use by another process: PID " + std::to_string(holder.pid()));
+    expect_contains(tpu.reason, "holds libtpu's lock " + options.libtpu_lockfile);
+    expect_contains(tpu.reason, "let that one finish or stop it");
+  }
+  // Released (the file stays, as libtpu leaves it): usable again where the build has XLA.
+  const distribute::TpuInfo tpu = distribute::discover_tpu(options);
+  EXPECT_EQ(tpu.held_by, "");
+  EXPECT_EQ(tpu.usable(), xla::build_info().built);
+}
+
 TEST(Discovery, PluginsAreFoundWhereJaxLooks) {
   ScratchDir root;
   const std::filesystem::path packages = root.path() / "venv/lib/python3.11/site-packages";
@@ -184,8 +208,15 @@ TEST(Discovery, TheEnvironmentChoosesThePluginAndLibraries) {
   EXPECT_EQ(options.cuda_driver_library, "/opt/driver/libcuda.so.1");
   EXPECT_EQ(options.nccl_libraries, std::vector<std::string>{"/opt/nccl/libnccl.so.2"});
 
+  ::setenv("ALLOW_MULTIPLE_LIBTPU_LOAD", "True", 1);
+  const DiscoveryOptions several_loads = DiscoveryOptions::from_environment();
+  ::unsetenv("ALLOW_MULTIPLE_LIBTPU_LOAD");
+  // libtpu then takes no lock, so none is looked at.
+  EXPECT_EQ(several_loads.libtpu_lockfile, "");
+
   const DiscoveryOptions defaults = DiscoveryOptions::from_environment();
   EXPECT_EQ(defaults.cuda_driver_library, "libcuda.so.1");
+  EXPECT_EQ(defaults.libtpu_lockfile, "/tmp/libtpu_lockfile");
   ASSERT_FALSE(defaults.pjrt_plugins.empty());
   EXPECT_NE(std::find(defaults.pjrt_plugins.begin(), defaults.pjrt_plugins.end(), "libtpu.so"),
             defaults.pjrt_plugins.end());
