@@ -385,6 +385,12 @@ class Xla : public Strategy {
   std::shared_ptr<CompileStats> compile_stats_ = std::make_shared<CompileStats>();
 };
 
+// OneDevice on device 0 of the platform's plugin, run eagerly op by op (Device::xla(0), the xla
+// devices of tandem/xla.h: each op compiled alone, once, and cached): for debugging what a
+// compiled step does, and for custom loops. The plugin is found as Xla finds it. Throws
+// DeviceUnavailable saying why where it cannot start, InvalidArgument for more than one replica.
+std::shared_ptr<Strategy> xla_op_by_op(const XlaOptions& options);
+
 // TPUStrategy: the Xla strategy on the TPU chips (cores) libtpu reports, every one of them
 // unless `replicas` says how many. Throws DeviceUnavailable, with what was found and what to
 // do, when the inventory has no usable TPU (no chip on the PCI bus, no plugin, no XLA backend)

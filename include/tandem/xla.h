@@ -149,4 +149,33 @@ class Client {
   std::shared_ptr<Impl> impl_;
 };
 
+// ---- Eager execution on XLA devices ----
+// Tensors on Device::xla(i) live in buffers on device i of one PJRT client, and every op on them
+// runs as an executable of its own: written by the op's lowering rule, compiled once per op,
+// attributes, input and output types and device, then taken from a cache (as JAX runs a
+// primitive outside jit). For debugging, and for custom loops outside a compiled step; a
+// compiled step lowered whole (distribute::Xla, tandem train --strategy xla-cpu) is the fast
+// path.
+//
+//   xla::set_device_plugin(plugin);  // optional: XLA:CPU's fetched plugin otherwise
+//   Tensor x = Tensor::ones({2, 3}).to(Device::xla());
+//   Tensor y = ops::relu(ops::matmul(x, w));  // two small executables, cached
+//
+// The plugin the xla devices come from; set it before the first tensor is placed on one (a
+// different plugin after that is an InvalidArgument). Unset: TANDEM_XLA_DEVICE_PLUGIN, else the
+// XLA:CPU plugin scripts/fetch-pjrt.sh fetched.
+void set_device_plugin(const std::string& plugin_path);
+// "xla:0 (XLA:cpu cpu:0)": the device, its platform and the plugin's name for it. Throws Error
+// saying why where the xla devices cannot come up, or the device does not exist.
+std::string device_description(int index);
+
+// What eager execution has done in this process.
+struct EagerStats {
+  std::size_t compiled = 0;   // executables compiled (the cache's misses)
+  std::size_t ops_run = 0;    // ops executed
+  std::size_t uploads = 0;    // values copied to a device for an op
+  std::size_t downloads = 0;  // values copied back for the host
+};
+EagerStats eager_stats();
+
 }  // namespace tandem::xla

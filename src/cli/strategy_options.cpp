@@ -9,6 +9,7 @@
 #include "tandem/cuda.h"
 #include "tandem/distribute.h"
 #include "tandem/runtime.h"
+#include "tandem/xla.h"
 
 namespace tandem::cli {
 namespace {
@@ -41,6 +42,7 @@ std::string device_description(Device device) {
     return "cpu (" + distribute::probe_cpu().model + ", " + plural(num_threads(), "thread") + ", " +
            cpu_backend_description() + ")";
   }
+  if (device.type == DeviceType::xla) return xla::device_description(device.index) + ", op by op";
   const cuda::Status& status = cuda::status();
   for (const cuda::DeviceProperties& properties : status.devices) {
     if (properties.index == device.index) {
@@ -124,6 +126,15 @@ std::shared_ptr<distribute::Strategy> make_strategy(const StrategyOptions& optio
                      options.name + "; for several GPUs use --strategy mirrored");
   }
   try {
+    if (!platform.empty() && options.op_by_op) {
+      if (options.replicas > 1) {
+        throw UsageError("--jit off runs --strategy " + options.name +
+                         " op by op on one device, not --replicas " +
+                         std::to_string(options.replicas) +
+                         "; leave --jit on (the XLA strategies' default) to train on several");
+      }
+      return distribute::xla_op_by_op({platform, 1, options.pjrt_plugin});
+    }
     if (platform == "tpu" && options.pjrt_plugin.empty()) {
       return std::make_shared<distribute::TPU>(options.replicas);
     }

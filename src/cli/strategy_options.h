@@ -22,6 +22,9 @@ struct StrategyOptions {
       "auto";        // auto, cpu, gpu, gpu:N, mirrored, multi-worker, xla-cpu, xla-gpu, tpu
   int replicas = 0;  // XLA: devices trained on together; 0: one (xla-cpu, xla-gpu), every TPU core
   std::string pjrt_plugin;  // XLA: the plugin file; empty: the one found for the platform
+  // XLA: run eagerly on the platform's device, each op compiled alone (tandem train --jit off),
+  // instead of the whole step compiled.
+  bool op_by_op = false;
   distribute::LearningRateScaling lr_scaling = distribute::LearningRateScaling::none;
   distribute::MultiWorkerOptions multi_worker;
 };

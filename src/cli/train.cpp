@@ -24,6 +24,7 @@
 #include "tandem/random.h"
 #include "tandem/runtime.h"
 #include "tandem/train.h"
+#include "tandem/xla.h"
 
 namespace tandem::cli {
 namespace {
@@ -129,7 +130,8 @@ const OptionTable<TrainOptions>& train_options() {
         {"--jit", "on|off",
          "run the training step compiled (traced once, then one planned graph a step) or "
          "eagerly, op by op; the results are the same bit for bit, compiled in 0.7x the memory "
-         "(default: off, not yet faster)",
+         "(default: off, not yet faster); with the XLA strategies (xla-cpu, xla-gpu, tpu) the "
+         "step is compiled by XLA unless --jit off, which runs each op on the XLA device alone",
          [](O& options, const std::string& option, const std::string& text) {
            options.jit = one_of({"on", "off"}, "jit")(option, text) == "on";
          }},
@@ -457,6 +459,8 @@ int run_train(const ParsedArgs& args) {
   // learning rate follows --lr-scaling, and only the chief worker reports. Workers compare what
   // decides the training as they start.
   options.strategy.multi_worker.run_configuration = training_configuration(options);
+  // --jit off with an XLA strategy: its device, op by op.
+  options.strategy.op_by_op = options.jit == false;
   const std::shared_ptr<distribute::Strategy> strategy = make_strategy(options.strategy);
   TrainOptions global = options;
   global.batch_size = strategy->global_batch_size(options.batch_size);
@@ -593,6 +597,11 @@ int run_train(const ParsedArgs& args) {
     std::cout << "xla: " << plural(compiled.programs, "program") << " compiled in "
               << fixed(compiled.seconds, 2) << " s (one per batch shape); first step "
               << fixed(compiled.first_step_seconds, 2) << " s\n";
+  } else if (strategy->devices().front().type == DeviceType::xla) {
+    const xla::EagerStats eager = xla::eager_stats();
+    std::cout << "xla: " << eager.ops_run << " ops run one by one, from "
+              << plural(static_cast<std::int64_t>(eager.compiled), "executable")
+              << " compiled once each\n";
   }
   observers.finish(std::cout);
   if (options.observe.profile) print_compiled_step(model, observers.trace_path(), std::cout);

@@ -42,7 +42,7 @@ LoweredGraph lower_graph(const Graph& graph) {
   for (std::size_t i = 0; i < lowered.arguments.size(); ++i) {
     const auto id = static_cast<std::size_t>(lowered.arguments[i]);
     const Value& value = graph.values[id];
-    values[id] = latest[id] = {"%arg" + std::to_string(i), value.meta.shape, value.meta.dtype};
+    values[id] = latest[id] = stablehlo_argument(i, value.meta.shape, value.meta.dtype);
   }
   const auto read = [&](int value, const std::string& use) -> const StablehloValue& {
     const auto id = static_cast<std::size_t>(value);
@@ -84,33 +84,21 @@ LoweredGraph lower_graph(const Graph& graph) {
       made_at_write[output] = writes[root];
     }
   }
-  std::vector<const StablehloValue*> returned;
+  std::vector<StablehloValue> returned;
   for (const int output : graph.outputs)
-    returned.push_back(&read(output, "the step's output"));
-  std::string signature;
+    returned.push_back(read(output, "the step's output"));
+  std::vector<StablehloArgument> arguments;
   for (std::size_t i = 0; i < lowered.arguments.size(); ++i) {
     const auto id = static_cast<std::size_t>(lowered.arguments[i]);
-    signature += (i ? ", " : "") + values[id].name + ": " + StablehloEmitter::type(values[id]);
+    arguments.push_back({values[id]});
     if (writes[id] > 0) {
-      signature += " {tf.aliasing_output = " +
-                   std::to_string(graph.outputs.size() + lowered.updated.size()) + " : i32}";
+      arguments.back().aliased_result = static_cast<int>(returned.size());
       lowered.updated.push_back(i);
-      returned.push_back(&latest[id]);
+      returned.push_back(latest[id]);
     }
   }
-  std::string names;
-  std::string types;
-  for (const StablehloValue* value : returned) {
-    names += (names.empty() ? "" : ", ") + value->name;
-    types += (types.empty() ? "" : ", ") + StablehloEmitter::type(*value);
-  }
-  lowered.module = "module @" + symbol_of(graph.name) +
-                   " attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = " +
-                   std::to_string(graph.replicas) +
-                   " : i32} {\n"
-                   "  func.func public @main(" +
-                   signature + ") -> (" + types + ") {\n" + emitter.body() + "    return " + names +
-                   " : " + types + "\n  }\n}\n";
+  lowered.module =
+      stablehlo_module(symbol_of(graph.name), graph.replicas, arguments, emitter, returned);
   return lowered;
 }
 

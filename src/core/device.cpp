@@ -1,5 +1,7 @@
 #include "tandem/device.h"
 
+#include <utility>
+
 #include "tandem/error.h"
 
 namespace tandem {
@@ -10,6 +12,8 @@ const char* device_type_name(DeviceType type) {
       return "cpu";
     case DeviceType::cuda:
       return "cuda";
+    case DeviceType::xla:
+      return "xla";
   }
   return "unknown";
 }
@@ -21,17 +25,20 @@ std::string Device::str() const {
 
 Device Device::parse(const std::string& text) {
   if (text == "cpu") return cpu();
-  for (const char* prefix : {"cuda", "gpu"}) {
+  for (const auto& [prefix, type] :
+       {std::pair{"cuda", DeviceType::cuda}, std::pair{"gpu", DeviceType::cuda},
+        std::pair{"xla", DeviceType::xla}}) {
     const std::string p(prefix);
-    if (text == p) return cuda(0);
+    if (text == p) return {type, 0};
     if (text.rfind(p + ":", 0) == 0) {
       const std::string number = text.substr(p.size() + 1);
-      if (!number.empty() && number.find_first_not_of("0123456789") == std::string::npos) {
-        return cuda(std::stoi(number));
+      if (!number.empty() && number.size() < 6 &&
+          number.find_first_not_of("0123456789") == std::string::npos) {
+        return {type, std::stoi(number)};
       }
     }
   }
-  throw InvalidArgument("unknown device '" + text + "'; use cpu, cuda or cuda:N");
+  throw InvalidArgument("unknown device '" + text + "'; use cpu, cuda, cuda:N, xla or xla:N");
 }
 
 }  // namespace tandem

@@ -6,6 +6,7 @@
 #include "tandem/autodiff.h"
 #include "tandem/ops.h"
 #include "tandem/runtime.h"
+#include "tandem/xla.h"
 
 namespace tandem::distribute::detail {
 
@@ -172,6 +173,14 @@ void check_device_exists(Device device, const DeviceInventory& inventory) {
       throw DeviceUnavailable("cpu:" + std::to_string(device.index) +
                               " does not exist: Tandem sees the CPU as one device, cpu; use "
                               "Device::cpu()");
+    }
+    return;
+  }
+  if (device.type == DeviceType::xla) {
+    try {
+      xla::device_description(device.index);
+    } catch (const Error& error) {
+      throw DeviceUnavailable(error.what());
     }
     return;
   }

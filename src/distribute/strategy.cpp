@@ -77,7 +77,7 @@ StrategyScope Strategy::scope() const {
 
 OneDevice::OneDevice(Device device)
     : OneDevice(device,
-                device.type == DeviceType::cpu ? DeviceInventory{} : detail::gpu_inventory()) {}
+                device.type == DeviceType::cuda ? detail::gpu_inventory() : DeviceInventory{}) {}
 
 OneDevice::OneDevice(Device device, const DeviceInventory& inventory) {
   detail::check_device_exists(device, inventory);

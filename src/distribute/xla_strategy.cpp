@@ -315,6 +315,20 @@ Xla::Xla(const XlaOptions& options) {
              std::vector<Device>(static_cast<std::size_t>(replicas), Device::cpu()), 1, 0);
 }
 
+std::shared_ptr<Strategy> xla_op_by_op(const XlaOptions& options) {
+  if (options.replicas != 1) {
+    throw InvalidArgument("XLA op by op runs on one device, not " +
+                          std::to_string(options.replicas) +
+                          " replicas; compile the whole step (tandem train --jit on, the XLA "
+                          "strategies' default) to train on several");
+  }
+  if (!xla::build_info().built) {
+    throw DeviceUnavailable("this build of Tandem has no XLA backend: " + xla::build_info().reason);
+  }
+  xla::set_device_plugin(detail::plugin_for(options));
+  return std::make_shared<OneDevice>(Device::xla(0));
+}
+
 std::string Xla::device_description() const {
   const xla::PluginInfo& plugin = client_->plugin();
   std::string text = "XLA:" + client_->platform() + " " + client_->devices().front().description +

@@ -134,7 +134,8 @@ struct ConvolutionSpec {
 StablehloValue convolution(StablehloEmitter& emit, const StablehloValue& lhs,
                            const StablehloValue& rhs, const ConvolutionSpec& spec,
                            const Shape& shape, DType dtype) {
-  // 16-bit operands give an f32 result (XLA accumulates in it), rounded once, as the kernels do.
+  // 16-bit operands give an f32 result (XLA accumulates in it), which the callers round once,
+  // after conv2d's bias and relu, as the fused kernels do.
   const DType accumulate = StablehloEmitter::accumulation_type(dtype);
   const auto pair = [](const std::array<std::int64_t, 2>& values) {
     return StablehloEmitter::i64_array({values[0], values[1]});
@@ -148,7 +149,7 @@ StablehloValue convolution(StablehloEmitter& emit, const StablehloValue& lhs,
           ", window_strides = " + pair(spec.strides) + "} : (" + StablehloEmitter::type(lhs) +
           ", " + StablehloEmitter::type(rhs) + ") -> " + StablehloEmitter::type(shape, accumulate),
       shape, accumulate);
-  return emit.convert(result, dtype);
+  return result;
 }
 
 // 1 + d (n - 1): the extent of n cells spread d apart (0 for none).
@@ -166,14 +167,16 @@ std::vector<StablehloValue> lower_conv2d(StablehloEmitter& emit, std::span<const
     spec.padding[axis] = {geometry.pad_before[axis], geometry.pad_after[axis]};
   const Shape& shape = out[0].shape;
   StablehloValue y = convolution(emit, in[0], in[1], spec, shape, out[0].dtype);
+  const DType accumulate = y.dtype;
   if (in.size() == 3) {
-    y = emit.elementwise("stablehlo.add", {y, emit.broadcast(in[2], shape)}, out[0].dtype);
+    y = emit.elementwise("stablehlo.add",
+                         {y, emit.broadcast(emit.convert(in[2], accumulate), shape)}, accumulate);
   }
   if (options.fused_relu) {
-    y = emit.elementwise("stablehlo.maximum", {y, emit.constant(0.0, shape, out[0].dtype)},
-                         out[0].dtype);
+    y = emit.elementwise("stablehlo.maximum", {y, emit.constant(0.0, shape, accumulate)},
+                         accumulate);
   }
-  return {y};
+  return {emit.convert(y, out[0].dtype)};
 }
 
 // dx: dy dilated by the strides, convolved with the filter reversed in space and with its
@@ -202,7 +205,8 @@ std::vector<StablehloValue> lower_conv2d_backward_input(StablehloEmitter& emit,
                                dilated(out_extent[axis], options.strides[axis]) - before;
     spec.padding[axis] = {before, after};
   }
-  return {convolution(emit, in[0], reversed, spec, out[0].shape, out[0].dtype)};
+  return {emit.convert(convolution(emit, in[0], reversed, spec, out[0].shape, out[0].dtype),
+                       out[0].dtype)};
 }
 
 // d filter: x with its batch and channel axes swapped convolved with dy as the window, the
@@ -225,8 +229,8 @@ std::vector<StablehloValue> lower_conv2d_backward_filter(StablehloEmitter& emit,
                               dilated(kernel[axis], options.dilations[axis]) - low - 1;
     spec.padding[axis] = {low, high};
   }
-  std::vector<StablehloValue> results{
-      convolution(emit, in[0], in[1], spec, out[0].shape, out[0].dtype)};
+  std::vector<StablehloValue> results{emit.convert(
+      convolution(emit, in[0], in[1], spec, out[0].shape, out[0].dtype), out[0].dtype)};
   if (options.with_bias) results.push_back(emit.reduce(in[1], {0, 1, 2}, "stablehlo.add", 0.0));
   return results;
 }

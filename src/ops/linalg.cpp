@@ -173,23 +173,25 @@ std::vector<StablehloValue> lower_matmul(StablehloEmitter& emit, std::span<const
                 ", rhs_contracting_dimensions = " + list({b_contracting});
   const Shape& shape = out[0].shape;
   // dot_general gives the batch axes, then a's free axes (..., M), then b's (N); 16-bit operands
-  // give an f32 product (XLA accumulates in it), rounded once, as the kernels do.
+  // give an f32 product (XLA accumulates in it), the bias and relu applied to it and the result
+  // rounded once, as the fused kernels do (rounding before the bias can flip a relu near 0).
   const DType accumulate = StablehloEmitter::accumulation_type(out[0].dtype);
-  StablehloValue product = emit.convert(
+  StablehloValue product =
       emit.emit("\"stablehlo.dot_general\"(" + a.name + ", " + b.name +
                     ") {dot_dimension_numbers = #stablehlo.dot<" + dimensions + ">} : (" +
                     StablehloEmitter::type(a) + ", " + StablehloEmitter::type(b) + ") -> " +
                     StablehloEmitter::type(shape, accumulate),
-                shape, accumulate),
-      out[0].dtype);
+                shape, accumulate);
   if (in.size() == 3) {
-    product =
-        emit.elementwise("stablehlo.add", {product, emit.broadcast(in[2], shape)}, out[0].dtype);
+    product = emit.elementwise("stablehlo.add",
+                               {product, emit.broadcast(emit.convert(in[2], accumulate), shape)},
+                               accumulate);
   }
   if (matmul.fused_relu) {
     product = emit.elementwise("stablehlo.maximum",
-                               {product, emit.constant(0.0, shape, out[0].dtype)}, out[0].dtype);
+                               {product, emit.constant(0.0, shape, accumulate)}, accumulate);
   }
+  product = emit.convert(product, out[0].dtype);
   return {product};
 }
 

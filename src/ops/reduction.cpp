@@ -127,11 +127,14 @@ double lowest_value(DType dtype) {
 }
 
 // stablehlo.reduce over the axes, then the output's shape (with keepdims' ones), and for mean
-// the division by the count.
+// the division by the count, in the sum's f32 for 16-bit floats (a count past 65504 is no f16,
+// and the kernels round once).
 template <OpKind kKind>
 std::vector<StablehloValue> lower_reduce(StablehloEmitter& emit, std::span<const StablehloValue> in,
                                          std::span<const TensorMeta> out, const Attrs& attrs) {
-  const StablehloValue& x = in[0];
+  const StablehloValue x =
+      kKind == OpKind::mean ? emit.convert(in[0], StablehloEmitter::accumulation_type(in[0].dtype))
+                            : in[0];
   const std::vector<std::int64_t> axes = reduced_axes(attrs, x.shape);
   const bool maximum = kKind == OpKind::max;
   StablehloValue result = emit.reduce(x, axes, maximum ? "stablehlo.maximum" : "stablehlo.add",
@@ -144,6 +147,7 @@ std::vector<StablehloValue> lower_reduce(StablehloEmitter& emit, std::span<const
         "stablehlo.divide",
         {result, emit.constant(static_cast<double>(count), result.shape, result.dtype)},
         result.dtype);
+    result = emit.convert(result, out[0].dtype);
   }
   return {emit.reshape(result, out[0].shape)};
 }

@@ -275,4 +275,32 @@ std::string StablehloEmitter::i64_array(const std::vector<std::int64_t>& values)
   return text + ">";
 }
 
+StablehloValue stablehlo_argument(std::size_t index, const Shape& shape, DType dtype) {
+  return {"%arg" + std::to_string(index), shape, dtype};
+}
+
+std::string stablehlo_module(const std::string& symbol, int replicas,
+                             std::span<const StablehloArgument> arguments,
+                             const StablehloEmitter& emitter,
+                             std::span<const StablehloValue> results) {
+  std::string signature;
+  for (std::size_t i = 0; i < arguments.size(); ++i) {
+    const StablehloArgument& argument = arguments[i];
+    signature +=
+        (i ? ", " : "") + argument.value.name + ": " + StablehloEmitter::type(argument.value);
+    if (argument.aliased_result >= 0) {
+      signature += " {tf.aliasing_output = " + std::to_string(argument.aliased_result) + " : i32}";
+    }
+  }
+  std::string names;
+  std::string types;
+  for (const StablehloValue& value : results) {
+    names += (names.empty() ? "" : ", ") + value.name;
+    types += (types.empty() ? "" : ", ") + StablehloEmitter::type(value);
+  }
+  return "module @" + symbol + " attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = " +
+         std::to_string(replicas) + " : i32} {\n  func.func public @main(" + signature + ") -> (" +
+         types + ") {\n" + emitter.body() + "    return " + names + " : " + types + "\n  }\n}\n";
+}
+
 }  // namespace tandem

@@ -102,6 +102,23 @@ class StablehloEmitter {
   int next_ = 0;
 };
 
+// A parameter of @main: its value ("%argN", see stablehlo_argument) and the index of the result
+// whose buffer it becomes (tf.aliasing_output: XLA updates the donated buffer in place), or -1.
+struct StablehloArgument {
+  StablehloValue value;
+  int aliased_result = -1;
+};
+
+// The value of @main's parameter `index`.
+StablehloValue stablehlo_argument(std::size_t index, const Shape& shape, DType dtype);
+
+// A module `symbol` of one public @main over `arguments`, with the body `emitter` wrote, returning
+// `results`: what a PJRT plugin compiles (a program of `replicas` data-parallel replicas).
+std::string stablehlo_module(const std::string& symbol, int replicas,
+                             std::span<const StablehloArgument> arguments,
+                             const StablehloEmitter& emitter,
+                             std::span<const StablehloValue> results);
+
 // A StableHLO op's name as a template argument: lower_unary<"stablehlo.exponential">.
 template <std::size_t N>
 struct StablehloName {

@@ -2,24 +2,31 @@
 // backend that can run here against the CPU f32 reference on the same rounded inputs, outputs
 // and gradients, with the tolerances per precision of harness::tolerance_for. Without a GPU this
 // is the CPU in bf16 and f16; with one, the GPU in f32 (TF32 off, and on for matmul and
-// convolution), bf16 and f16 too. Dtypes a backend has no kernel for are printed as skips.
+// convolution), bf16 and f16 too; and XLA's device (XLA:CPU where its plugin was fetched), each op
+// compiled alone and run eagerly. Dtypes a backend has no kernel for are printed as skips.
 #include <gtest/gtest.h>
 
 #include <iostream>
 
+#include "core/allocator.h"
 #include "ops/harness/op_harness.h"
 #include "tandem/cuda.h"
+#include "tandem/xla.h"
 
 namespace tandem {
 namespace {
 
 using harness::Mode;
 
-TEST(OpHarnessBackends, ComparesTheCpuAndEveryUsableGpu) {
+TEST(OpHarnessBackends, ComparesTheCpuAndEveryUsableDevice) {
   const std::vector<Device> devices = harness::harness_devices();
   ASSERT_FALSE(devices.empty());
   EXPECT_EQ(devices.front(), Device::cpu());
-  EXPECT_EQ(devices.size(), cuda::is_available() ? 2u : 1u);
+  // XLA's devices, op by op, wherever their plugin (XLA:CPU's, fetched by make) starts.
+  const bool xla_up = bring_up_device(DeviceType::xla).empty();
+  EXPECT_EQ(devices.size(), 1u + (cuda::is_available() ? 1u : 0u) + (xla_up ? 1u : 0u));
+  EXPECT_EQ(xla_up, xla::build_info().built && !xla::fetched_cpu_plugin().empty());
+  if (xla_up) EXPECT_EQ(devices.back(), Device::xla(0));
 }
 
 // A backend that computes something else in bf16 fails the comparison, and a case whose op

@@ -7,6 +7,7 @@
 
 #include "cli/cli_runner.h"
 #include "cli/strategy_options.h"
+#include "support/xla_cpu.h"
 #include "tandem/data.h"
 #include "tandem/xla.h"
 
@@ -134,9 +135,7 @@ TEST(TrainCommand, LinearScalingMultipliesTheRateByTheReplicas) {
 // The bar for XLA:CPU: the tutorial CNN, one epoch of the real Fashion-MNIST, the whole
 // step compiled by XLA, at least 85% test accuracy.
 TEST(TrainCommand, XlaCpuTrainsTheCnnToTutorialAccuracy) {
-  if (!xla::build_info().built) GTEST_SKIP() << xla::build_info().reason;
-  if (xla::fetched_cpu_plugin().empty())
-    GTEST_SKIP() << "no XLA:CPU plugin: run scripts/fetch-pjrt.sh";
+  SKIP_WITHOUT_XLA_CPU();
   if (!std::filesystem::exists(std::string(data::kFashionMnistDefaultDir) +
                                "/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "Fashion-MNIST is not in " << data::kFashionMnistDefaultDir
@@ -156,9 +155,7 @@ TEST(TrainCommand, XlaCpuTrainsTheCnnToTutorialAccuracy) {
 }
 
 TEST(TrainCommand, XlaReplicasSplitTheGlobalBatch) {
-  if (!xla::build_info().built) GTEST_SKIP() << xla::build_info().reason;
-  if (xla::fetched_cpu_plugin().empty())
-    GTEST_SKIP() << "no XLA:CPU plugin: run scripts/fetch-pjrt.sh";
+  SKIP_WITHOUT_XLA_CPU();
   ScratchDir dir;
   write_tiny_fashion_mnist(dir.path(), 70, 32, 28, 28);
   const CliResult result = run_cli({"train", "--model", "mlp", "--epochs", "1", "--threads", "1",
@@ -173,6 +170,28 @@ TEST(TrainCommand, XlaReplicasSplitTheGlobalBatch) {
                   "batch does not split over 4 XLA replicas");
   expect_contains(result.out, "the whole step compiled by XLA");
   expect_contains(result.out, "test accuracy: ");
+}
+
+// --jit off: the same strategy's device, each op run alone (compiled once, then cached).
+TEST(TrainCommand, XlaCpuWithJitOffRunsOpByOp) {
+  SKIP_WITHOUT_XLA_CPU();
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 64, 32, 28, 28);
+  const CliResult result =
+      run_cli({"train", "--model", "mlp", "--epochs", "2", "--threads", "1", "--strategy",
+               "xla-cpu", "--jit", "off", "--data-dir", dir.path().string()});
+  ASSERT_EQ(result.status, 0) << result.err;
+  expect_contains(result.out, "device: xla:0 (XLA:cpu ");
+  expect_contains(result.out, "), op by op\n");
+  expect_contains(result.out, "strategy: OneDevice(xla:0)");
+  expect_contains(result.out, ", eager step\n");
+  expect_contains(result.out, " ops run one by one, from ");
+  expect_contains(result.out, "test accuracy: ");
+
+  const CliResult replicas =
+      run_cli({"train", "--strategy", "xla-cpu", "--jit", "off", "--replicas", "2", "--quiet"});
+  EXPECT_EQ(replicas.status, 2) << replicas.err;
+  expect_contains(replicas.err, "--jit off runs --strategy xla-cpu op by op on one device");
 }
 
 TEST(TrainCommand, XlaStrategiesNameWhatIsMissing) {

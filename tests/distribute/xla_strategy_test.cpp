@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "support/training_fixtures.h"
+#include "support/xla_cpu.h"
 #include "tandem/data.h"
 #include "tandem/distribute.h"
 #include "tandem/nn.h"
@@ -16,15 +17,6 @@
 
 namespace tandem::testing {
 namespace {
-
-std::string xla_unavailable() {
-  if (!xla::build_info().built) return xla::build_info().reason;
-  if (xla::fetched_cpu_plugin().empty()) return "no XLA:CPU plugin: run scripts/fetch-pjrt.sh";
-  return "";
-}
-
-#define SKIP_WITHOUT_XLA_CPU() \
-  if (const std::string why = xla_unavailable(); !why.empty()) GTEST_SKIP() << why
 
 // A CNN with dropout and batch normalisation, so that Philox masks, moving statistics and Adam's
 // slots all go through the lowered step.
@@ -75,6 +67,46 @@ TEST(XlaStrategy, TrainsLikeTheEagerCpuStepForStep) {
   // The model's host weights (and moving statistics) are the device's after the last step.
   EXPECT_LT(max_difference(eager, lowered), 1e-3);
   EXPECT_NEAR(lowered.evaluate(dataset).at("loss"), eager.evaluate(dataset).at("loss"), 1e-4);
+}
+
+// Op by op on XLA:CPU's device (tandem train --strategy xla-cpu --jit off): fit's eager step with
+// every op compiled alone, once, and then taken from the cache.
+TEST(XlaOpByOp, TrainsLikeTheEagerCpuStepForStep) {
+  SKIP_WITHOUT_XLA_CPU();
+  set_num_threads(1);
+  const data::TensorDataset dataset = make_dataset(84, 16, 12);
+  nn::Model eager = compiled_model(nullptr);
+  std::vector<double> expected = step_losses(eager, dataset, 1);
+  const std::vector<double> expected_second = step_losses(eager, dataset, 1);
+  expected.insert(expected.end(), expected_second.begin(), expected_second.end());
+
+  const std::shared_ptr<distribute::Strategy> strategy = distribute::xla_op_by_op({});
+  ASSERT_EQ(strategy->devices().size(), 1u);
+  EXPECT_EQ(strategy->devices().front(), Device::xla(0));
+  nn::Model on_xla = compiled_model(strategy.get());
+  const xla::EagerStats before = xla::eager_stats();
+  std::vector<double> losses = step_losses(on_xla, dataset, 1);
+  const xla::EagerStats first_epoch = xla::eager_stats();
+  EXPECT_EQ(on_xla.trainable_weights().front().device(), Device::xla(0));
+  const std::vector<double> second = step_losses(on_xla, dataset, 1);
+  losses.insert(losses.end(), second.begin(), second.end());
+  const xla::EagerStats second_epoch = xla::eager_stats();
+  // The second epoch's ops (forward, backward, Adam, metrics) all came from the cache.
+  EXPECT_GT(first_epoch.ops_run - before.ops_run, 6u * 30u);  // 6 steps of ~37 ops
+  EXPECT_EQ(second_epoch.compiled, first_epoch.compiled);
+
+  ASSERT_EQ(losses.size(), expected.size());
+  ASSERT_EQ(losses.size(), 12u);
+  for (std::size_t step = 0; step < losses.size(); ++step) {
+    EXPECT_NEAR(losses[step], expected[step], 1e-5 * std::max(1.0, std::abs(expected[step])))
+        << "step " << step;
+  }
+  EXPECT_LT(max_difference(eager, on_xla), 1e-3);
+}
+
+TEST(XlaOpByOp, RunsOnOneDevice) {
+  SKIP_WITHOUT_XLA_CPU();
+  EXPECT_THROW(distribute::xla_op_by_op({.platform = "cpu", .replicas = 2}), InvalidArgument);
 }
 
 // TPUStrategy's path on XLA:CPU's devices: one program for 2 replicas, gradients summed by
