@@ -71,6 +71,7 @@ struct CompiledStep::Impl {
   }
   void plan();
   void ensure_arena();
+  void ensure_results();
   void release_arena();
   void bind(const std::vector<Tensor>& inputs);
   void fill_host_operands() {
@@ -90,6 +91,20 @@ void CompiledStep::Impl::ensure_arena() {
         arena.storage(), offset[static_cast<std::size_t>(r)], value.meta.shape, value.meta.dtype);
     rebuild_views(r);
   }
+}
+
+// The results' buffers too are made at the first run: a step only lowered to XLA never runs
+// here, and its outputs (a batch's logits) would hold host memory for nothing.
+void CompiledStep::Impl::ensure_results() {
+  if (!result_own_refs.empty() || result_roots.empty()) return;
+  for (int r : result_roots) {
+    const Value& value = graph.values[static_cast<std::size_t>(r)];
+    handles[static_cast<std::size_t>(r)] =
+        Tensor::empty(value.meta.shape, value.meta.dtype, graph.device);
+    rebuild_views(r);
+  }
+  for (int r : result_roots)
+    result_own_refs.push_back(handles[static_cast<std::size_t>(r)].storage().use_count());
 }
 
 void CompiledStep::Impl::release_arena() {
@@ -189,10 +204,7 @@ void CompiledStep::Impl::plan() {
         break;
       case ValueKind::host:  // below, in the order their fills run
         break;
-      case ValueKind::node:
-        // The block's buffers are made when it is (ensure_arena).
-        if (root[v] == static_cast<int>(v) && home[v] == Home::result)
-          handles[v] = Tensor::empty(value.meta.shape, value.meta.dtype, device);
+      case ValueKind::node:  // made at the first run (ensure_arena, ensure_results)
         break;
       case ValueKind::input:
         break;
@@ -210,12 +222,10 @@ void CompiledStep::Impl::plan() {
   }
   for (std::size_t v = 0; v < count; ++v) {
     if (graph.values[v].kind != ValueKind::input && root[v] == static_cast<int>(v) &&
-        home[v] != Home::arena && !views_of[v].empty()) {
+        home[v] == Home::outside && !views_of[v].empty()) {
       rebuild_views(static_cast<int>(v));
     }
   }
-  for (int result : result_roots)
-    result_own_refs.push_back(handles[static_cast<std::size_t>(result)].storage().use_count());
   stats.peak_bytes += stats.arena_bytes + stats.output_bytes;
   stats.nodes = graph.nodes.size();
   stats.host_operands = graph.host_operands.size();
@@ -230,6 +240,7 @@ void CompiledStep::Impl::bind(const std::vector<Tensor>& inputs) {
                           " replicas and runs only lowered to XLA (lower_to_stablehlo)");
   }
   ensure_arena();
+  ensure_results();
   if (inputs.size() != graph.inputs.size()) {
     throw InvalidArgument("compiled step '" + graph.name + "' takes " +
                           std::to_string(graph.inputs.size()) + " inputs, got " +

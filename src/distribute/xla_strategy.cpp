@@ -15,6 +15,7 @@
 #include "tandem/compile.h"
 #include "tandem/distribute.h"
 #include "tandem/ops.h"
+#include "tandem/runtime.h"
 #include "tandem/xla.h"
 #include "train/distribution.h"
 
@@ -153,7 +154,7 @@ class XlaDistribution final : public train::detail::Distribution {
       for (std::size_t k = 2; k < moved.size(); ++k)
         list.push_back(&moved[k]);
     }
-    std::vector<std::vector<xla::Buffer>> results = program.executable.execute_replicas(arguments);
+    std::vector<std::vector<xla::Buffer>> results = execute(program, arguments);
     // The results after the step's two are the new versions of the donated arguments: they
     // replace the device copies; the model's host tensors get them when fit asks
     // (weights_to_host).
@@ -177,6 +178,32 @@ class XlaDistribution final : public train::detail::Distribution {
         predictions.size() == 1 ? predictions.front() : concat(predictions, 0);  // (B, ...)
     // Equal shares: the mean of the replicas' mean losses is the global batch's.
     return {all_predictions, Tensor::scalar(loss / replicas_, results[0][1].dtype())};
+  }
+
+  // Runs the step's program; a device that runs out of memory is OutOfMemory (fit adds the
+  // batch size and the fixes), naming the platform and what XLA asked for.
+  std::vector<std::vector<xla::Buffer>> execute(
+      const XlaProgram& program, const std::vector<std::vector<const xla::Buffer*>>& arguments) {
+    try {
+      return program.executable.execute_replicas(arguments);
+    } catch (const xla::PjrtError& error) {
+      const std::string message = error.what();
+      if (message.find("RESOURCE_EXHAUSTED") == std::string::npos) throw;
+      // XLA:CPU and XLA:GPU say "Out of memory allocating N bytes" (or "... while trying to
+      // allocate N bytes").
+      std::size_t requested = 0;
+      const std::size_t at = message.find("allocat");
+      if (at != std::string::npos) {
+        const std::size_t digits = message.find_first_of("0123456789", at);
+        if (digits != std::string::npos) requested = std::stoull(message.substr(digits, 19));
+      }
+      const std::string device = "XLA:" + client_->platform();
+      throw OutOfMemory(
+          "out of memory on " + device + ": the training step's program asked for " +
+              (requested > 0 ? format_memory_size(requested) : std::string("more memory")) +
+              " and the device had no room (" + message + ")",
+          device, requested, 0, 0);
+    }
   }
 
   // The device copies (one per replica) of a tensor the step reads, made at its first use.

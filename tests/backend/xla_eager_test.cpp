@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "core/allocator.h"
+#include "support/address_space_cap.h"
 #include "support/xla_cpu.h"
 #include "tandem/ops.h"
+#include "tandem/runtime.h"
 #include "tandem/xla.h"
 
 namespace tandem {
@@ -99,6 +101,28 @@ TEST(XlaEager, ADeviceThatIsNotThereIsNamed) {
   EXPECT_THROW((void)(on_xla + Tensor::ones({2})), InvalidArgument);  // another device's input
   EXPECT_EQ(Device::parse("xla:1"), Device::xla(1));
   EXPECT_EQ(Device::xla(1).str(), "xla:1");
+}
+
+TEST(XlaEager, AnOpThatRunsTheDeviceOutOfMemoryIsOutOfMemoryNamingIt) {
+  SKIP_WITHOUT_XLA_CPU();
+  SKIP_WITHOUT_ADDRESS_SPACE_CAP();
+  const Tensor one = Tensor::ones({1}, DType::f32, Device::xla());
+  try {
+    const testing::AddressSpaceCap cap;
+    (void)broadcast_to(one, {100000, 100000, 100});  // 4 TB on XLA:CPU's device
+    FAIL() << "4 TB were allocated";
+  } catch (const OutOfMemory& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("out of memory on xla:0: broadcast_to's outputs need 3.64 TiB"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("RESOURCE_EXHAUSTED"), std::string::npos) << message;
+    EXPECT_EQ(error.device(), "xla:0");
+    EXPECT_EQ(error.requested_bytes(), std::size_t{4'000'000'000'000});
+  }
+  // The device goes on working, and what failed is no longer held.
+  EXPECT_EQ((one * 3.0).to_vector<float>(), std::vector<float>{3});
+  EXPECT_LT(memory_info(Device::xla()).held, std::size_t{1} << 20);
 }
 
 TEST(XlaEager, ThePluginCannotChangeOnceTheDevicesAreUp) {

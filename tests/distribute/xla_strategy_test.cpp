@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "support/address_space_cap.h"
 #include "support/training_fixtures.h"
 #include "support/xla_cpu.h"
 #include "tandem/data.h"
@@ -162,6 +163,40 @@ TEST(XlaStrategy, ReplicasAverageTheirMovingStatisticsAsMirroredDoes) {
   EXPECT_LT(max_difference(reference, lowered), 1e-4);
   const std::vector<float> mean = lowered.non_trainable_weights()[0].to_vector<float>();
   EXPECT_GT(std::abs(mean[0]), 1e-3);  // the statistics moved
+}
+
+// A step whose program needs more than the device has (logits of 4096 x 1,000,000: 16 GB, under
+// an address-space cap of a few GiB) is OutOfMemory naming XLA:CPU, with fit's batch size and
+// fixes, not a crash.
+TEST(XlaStrategy, AStepThatRunsTheDeviceOutOfMemoryIsOutOfMemory) {
+  SKIP_WITHOUT_XLA_CPU();
+  SKIP_WITHOUT_ADDRESS_SPACE_CAP();
+  const distribute::Xla strategy;
+  nn::Model model = [&] {
+    const distribute::StrategyScope scope = strategy.scope();
+    nn::Model built(nn::Sequential({nn::Dense(1'000'000)}));
+    built.compile({.optimizer = train::SGD(0.1),
+                   .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true)});
+    return built;
+  }();
+  data::TensorDataset dataset(Tensor::ones({4096, 1}), Tensor::zeros({4096}, DType::i32));
+  dataset.batch(4096);
+  try {
+    const AddressSpaceCap cap;
+    model.fit(dataset, 1, {.verbose = 0});
+    FAIL() << "the step ran";
+  } catch (const OutOfMemory& error) {
+    const std::string message = error.what();
+    EXPECT_NE(
+        message.find("out of memory on XLA:cpu: the training step's program asked for 15.26 GiB"),
+        std::string::npos)
+        << message;
+    EXPECT_NE(message.find("RESOURCE_EXHAUSTED"), std::string::npos) << message;
+    EXPECT_NE(message.find("training a batch of 4096 examples. Try a smaller batch size"),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(error.device(), "XLA:cpu") << message;
+  }
 }
 
 TEST(XlaStrategy, ABatchThatDoesNotSplitOverTheReplicasIsAnError) {

@@ -336,7 +336,17 @@ class XlaBackend final : public Backend {
       const std::string message = std::string(def.name) + " on " + devices_.where(index) +
                                   " with inputs " + shapes + ": " + error.what();
       if (std::string(error.what()).find("RESOURCE_EXHAUSTED") != std::string::npos) {
-        devices_.ledger(index).refuse(0, message);
+        std::size_t requested = 0;
+        for (std::size_t i = 0; i < context.outputs.size(); ++i)
+          requested += is_view(i) ? 0 : context.outputs[i].nbytes();
+        // The outputs were counted as held when dispatch allocated them.
+        const MemoryInfo memory = devices_.ledger(index).info();
+        const std::size_t held = memory.held - std::min(memory.held, requested);
+        throw OutOfMemory("out of memory on " + Device::xla(index).str() + ": " + def.name +
+                              "'s outputs need " + format_memory_size(requested) +
+                              " while Tandem holds " + format_memory_size(held) +
+                              " there; use smaller batches or tensors (" + message + ")",
+                          Device::xla(index).str(), requested, held, memory.capacity);
       }
       throw Error(message);
     }
