@@ -152,6 +152,35 @@ StablehloValue convolution(StablehloEmitter& emit, const StablehloValue& lhs,
   return result;
 }
 
+// A 1x1 window with stride 1 and no padding: the convolution is a product of the
+// (N * H * W, C_in) rows with the (C_in, C_out) filter. It is lowered as that dot_general, which
+// XLA:CPU runs as a GEMM where it runs a 1x1 stablehlo.convolution as a convolution (TF 2.15's
+// XLA rewrote these into dots, the plugin's does not: bench/RESULTS.md, ResNet-50).
+bool is_pointwise(const Window2D& geometry) {
+  return geometry.k_h == 1 && geometry.k_w == 1 &&
+         geometry.strides == std::array<std::int64_t, 2>{1, 1} &&
+         geometry.pad_before == std::array<std::int64_t, 2>{0, 0} &&
+         geometry.pad_after == std::array<std::int64_t, 2>{0, 0};
+}
+
+// (N, H, W, C) as (N * H * W, C); a (1, 1, C_in, C_out) filter as (C_in, C_out).
+StablehloValue as_rows(StablehloEmitter& emit, const StablehloValue& value) {
+  const Shape& shape = value.shape;
+  return emit.reshape(value, {shape[0] * shape[1] * shape[2], shape[3]});
+}
+
+// The product of `lhs` and `rhs` (rank 2, contracting the given axes) in the accumulation type,
+// reshaped to `shape`.
+StablehloValue pointwise_product(StablehloEmitter& emit, const StablehloValue& lhs,
+                                 const StablehloValue& rhs, std::int64_t lhs_contracting,
+                                 std::int64_t rhs_contracting, const Shape& shape, DType dtype) {
+  const DType accumulate = StablehloEmitter::accumulation_type(dtype);
+  const Shape rows{lhs.shape[static_cast<std::size_t>(1 - lhs_contracting)],
+                   rhs.shape[static_cast<std::size_t>(1 - rhs_contracting)]};
+  return emit.reshape(
+      emit.dot_general(lhs, rhs, {}, lhs_contracting, rhs_contracting, rows, accumulate), shape);
+}
+
 // 1 + d (n - 1): the extent of n cells spread d apart (0 for none).
 std::int64_t dilated(std::int64_t extent, std::int64_t dilation) {
   return extent == 0 ? 0 : 1 + dilation * (extent - 1);
@@ -166,7 +195,10 @@ std::vector<StablehloValue> lower_conv2d(StablehloEmitter& emit, std::span<const
   for (std::size_t axis = 0; axis < 2; ++axis)
     spec.padding[axis] = {geometry.pad_before[axis], geometry.pad_after[axis]};
   const Shape& shape = out[0].shape;
-  StablehloValue y = convolution(emit, in[0], in[1], spec, shape, out[0].dtype);
+  StablehloValue y = is_pointwise(geometry)
+                         ? pointwise_product(emit, as_rows(emit, in[0]), as_rows(emit, in[1]), 1, 0,
+                                             shape, out[0].dtype)
+                         : convolution(emit, in[0], in[1], spec, shape, out[0].dtype);
   const DType accumulate = y.dtype;
   if (in.size() == 3) {
     y = emit.elementwise("stablehlo.add",
@@ -189,6 +221,11 @@ std::vector<StablehloValue> lower_conv2d_backward_input(StablehloEmitter& emit,
   const Window2D geometry =
       conv_window("conv2d_backward_input", options.input_shape, in[1].shape, options);
   const StablehloValue& filter = in[1];
+  if (is_pointwise(geometry)) {  // dy (N*H*W, C_out) times the filter (C_in, C_out) transposed
+    return {emit.convert(pointwise_product(emit, as_rows(emit, in[0]), as_rows(emit, filter), 1, 1,
+                                           out[0].shape, out[0].dtype),
+                         out[0].dtype)};
+  }
   const StablehloValue reversed =
       emit.emit("\"stablehlo.reverse\"(" + filter.name + ") {dimensions = array<i64: 0, 1>} : (" +
                     StablehloEmitter::type(filter) + ") -> " + StablehloEmitter::type(filter),
@@ -218,19 +255,25 @@ std::vector<StablehloValue> lower_conv2d_backward_filter(StablehloEmitter& emit,
   const Conv2DBackwardFilterAttrs& options = op_attrs<OpKind::conv2d_backward_filter>(attrs);
   const Window2D geometry =
       conv_window("conv2d_backward_filter", in[0].shape, options.filter_shape, options);
-  ConvolutionSpec spec{
-      "[f, 0, 1, b]x[i, 0, 1, o]->[0, 1, b, f]", options.dilations, {}, {1, 1}, options.strides};
-  const std::array<std::int64_t, 2> in_extent{geometry.in_h, geometry.in_w};
-  const std::array<std::int64_t, 2> out_extent{geometry.out_h, geometry.out_w};
-  const std::array<std::int64_t, 2> kernel{geometry.k_h, geometry.k_w};
-  for (std::size_t axis = 0; axis < 2; ++axis) {
-    const std::int64_t low = geometry.pad_before[axis];
-    const std::int64_t high = dilated(out_extent[axis], options.strides[axis]) - in_extent[axis] +
-                              dilated(kernel[axis], options.dilations[axis]) - low - 1;
-    spec.padding[axis] = {low, high};
+  StablehloValue filter_gradient;
+  if (is_pointwise(geometry)) {  // x (N*H*W, C_in) transposed times dy (N*H*W, C_out)
+    filter_gradient = pointwise_product(emit, as_rows(emit, in[0]), as_rows(emit, in[1]), 0, 0,
+                                        out[0].shape, out[0].dtype);
+  } else {
+    ConvolutionSpec spec{
+        "[f, 0, 1, b]x[i, 0, 1, o]->[0, 1, b, f]", options.dilations, {}, {1, 1}, options.strides};
+    const std::array<std::int64_t, 2> in_extent{geometry.in_h, geometry.in_w};
+    const std::array<std::int64_t, 2> out_extent{geometry.out_h, geometry.out_w};
+    const std::array<std::int64_t, 2> kernel{geometry.k_h, geometry.k_w};
+    for (std::size_t axis = 0; axis < 2; ++axis) {
+      const std::int64_t low = geometry.pad_before[axis];
+      const std::int64_t high = dilated(out_extent[axis], options.strides[axis]) - in_extent[axis] +
+                                dilated(kernel[axis], options.dilations[axis]) - low - 1;
+      spec.padding[axis] = {low, high};
+    }
+    filter_gradient = convolution(emit, in[0], in[1], spec, out[0].shape, out[0].dtype);
   }
-  std::vector<StablehloValue> results{emit.convert(
-      convolution(emit, in[0], in[1], spec, out[0].shape, out[0].dtype), out[0].dtype)};
+  std::vector<StablehloValue> results{emit.convert(filter_gradient, out[0].dtype)};
   if (options.with_bias) results.push_back(emit.reduce(in[1], {0, 1, 2}, "stablehlo.add", 0.0));
   return results;
 }

@@ -156,32 +156,15 @@ std::vector<StablehloValue> lower_matmul(StablehloEmitter& emit, std::span<const
   const auto b_rank = static_cast<std::int64_t>(b.shape.size());
   const std::int64_t a_contracting = matmul.transpose_a ? a_rank - 2 : a_rank - 1;
   const std::int64_t b_contracting = matmul.transpose_b ? b_rank - 1 : b_rank - 2;
-  const auto list = [](const std::vector<std::int64_t>& axes) {
-    std::string text = "[";
-    for (std::size_t i = 0; i < axes.size(); ++i)
-      text += (i ? ", " : "") + std::to_string(axes[i]);
-    return text + "]";
-  };
-  std::string dimensions;
-  if (b_rank > 2) {
-    std::vector<std::int64_t> batch(static_cast<std::size_t>(b_rank - 2));
-    std::iota(batch.begin(), batch.end(), 0);
-    dimensions = "lhs_batching_dimensions = " + list(batch) +
-                 ", rhs_batching_dimensions = " + list(batch) + ", ";
-  }
-  dimensions += "lhs_contracting_dimensions = " + list({a_contracting}) +
-                ", rhs_contracting_dimensions = " + list({b_contracting});
+  std::vector<std::int64_t> batch(static_cast<std::size_t>(std::max<std::int64_t>(b_rank - 2, 0)));
+  std::iota(batch.begin(), batch.end(), 0);
   const Shape& shape = out[0].shape;
   // dot_general gives the batch axes, then a's free axes (..., M), then b's (N); 16-bit operands
   // give an f32 product (XLA accumulates in it), the bias and relu applied to it and the result
   // rounded once, as the fused kernels do (rounding before the bias can flip a relu near 0).
   const DType accumulate = StablehloEmitter::accumulation_type(out[0].dtype);
   StablehloValue product =
-      emit.emit("\"stablehlo.dot_general\"(" + a.name + ", " + b.name +
-                    ") {dot_dimension_numbers = #stablehlo.dot<" + dimensions + ">} : (" +
-                    StablehloEmitter::type(a) + ", " + StablehloEmitter::type(b) + ") -> " +
-                    StablehloEmitter::type(shape, accumulate),
-                shape, accumulate);
+      emit.dot_general(a, b, batch, a_contracting, b_contracting, shape, accumulate);
   if (in.size() == 3) {
     product = emit.elementwise("stablehlo.add",
                                {product, emit.broadcast(emit.convert(in[2], accumulate), shape)},

@@ -216,6 +216,30 @@ StablehloValue StablehloEmitter::reshape(const StablehloValue& value, const Shap
               shape, value.dtype);
 }
 
+StablehloValue StablehloEmitter::dot_general(const StablehloValue& lhs, const StablehloValue& rhs,
+                                             const std::vector<std::int64_t>& batch_axes,
+                                             std::int64_t lhs_contracting,
+                                             std::int64_t rhs_contracting, const Shape& shape,
+                                             DType result_dtype) {
+  const auto list = [](const std::vector<std::int64_t>& axes) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < axes.size(); ++i)
+      text += (i ? ", " : "") + std::to_string(axes[i]);
+    return text + "]";
+  };
+  std::string dimensions;
+  if (!batch_axes.empty()) {
+    dimensions = "lhs_batching_dimensions = " + list(batch_axes) +
+                 ", rhs_batching_dimensions = " + list(batch_axes) + ", ";
+  }
+  dimensions += "lhs_contracting_dimensions = " + list({lhs_contracting}) +
+                ", rhs_contracting_dimensions = " + list({rhs_contracting});
+  return emit("\"stablehlo.dot_general\"(" + lhs.name + ", " + rhs.name +
+                  ") {dot_dimension_numbers = #stablehlo.dot<" + dimensions + ">} : (" + type(lhs) +
+                  ", " + type(rhs) + ") -> " + type(shape, result_dtype),
+              shape, result_dtype);
+}
+
 StablehloValue StablehloEmitter::reduce(const StablehloValue& value,
                                         const std::vector<std::int64_t>& axes,
                                         const std::string& op, double init) {

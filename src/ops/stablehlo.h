@@ -80,6 +80,12 @@ class StablehloEmitter {
                        const std::vector<std::int64_t>& limit);
   // `value` with another shape of as many elements.
   StablehloValue reshape(const StablehloValue& value, const Shape& shape);
+  // stablehlo.dot_general of `lhs` and `rhs` over the given batch and contracting axes, giving
+  // `shape` in `result_dtype` (f32 for 16-bit operands: XLA accumulates in it).
+  StablehloValue dot_general(const StablehloValue& lhs, const StablehloValue& rhs,
+                             const std::vector<std::int64_t>& batch_axes,
+                             std::int64_t lhs_contracting, std::int64_t rhs_contracting,
+                             const Shape& shape, DType result_dtype);
   // `value` reduced over `axes` with the binary op `op` ("stablehlo.add") from `init`; a sum of
   // 16-bit floats accumulates in f32.
   StablehloValue reduce(const StablehloValue& value, const std::vector<std::int64_t>& axes,

@@ -559,6 +559,48 @@ void conv_cases(CaseList& list) {
                 },
             .compare_gradients = false,
             .uses_tf32 = true});
+  // 1x1 filters with stride 1 and no padding (most of ResNet-50's): their own lowering, a
+  // product of rows with the filter, forward and both backward ops.
+  const auto pointwise = [](InputMaker& in) {
+    ConvGeometry g = conv_geometry(in, {});
+    g.filter[0] = g.filter[1] = 1;
+    g.output = {g.input[0], g.input[1], g.input[2], g.filter[3]};
+    return g;
+  };
+  list.add({.op = K::conv2d,
+            .name = "pointwise",
+            .instance =
+                [pointwise](InputMaker& in) {
+                  const ConvGeometry g = pointwise(in);
+                  return Instance{
+                      {in.uniform(g.input), in.uniform(g.filter), in.uniform({g.filter[3]})},
+                      [](const Inputs& x) { return Outputs{conv2d(x[0], x[1], x[2])}; }};
+                },
+            .uses_tf32 = true});
+  list.add({.op = K::conv2d_backward_input,
+            .name = "pointwise",
+            .instance =
+                [pointwise](InputMaker& in) {
+                  const ConvGeometry g = pointwise(in);
+                  return Instance{
+                      {in.uniform(g.output), in.uniform(g.filter)}, [g](const Inputs& x) {
+                        return Outputs{conv2d_backward_input(x[0], x[1], g.input, g.options)};
+                      }};
+                },
+            .compare_gradients = false,
+            .uses_tf32 = true});
+  list.add({.op = K::conv2d_backward_filter,
+            .name = "pointwise_with_bias",
+            .instance =
+                [pointwise](InputMaker& in) {
+                  const ConvGeometry g = pointwise(in);
+                  return Instance{
+                      {in.uniform(g.input), in.uniform(g.output)}, [g](const Inputs& x) {
+                        return conv2d_backward_filter(x[0], x[1], g.filter, true, g.options);
+                      }};
+                },
+            .compare_gradients = false,
+            .uses_tf32 = true});
 }
 
 void pool_cases(CaseList& list) {
