@@ -486,6 +486,37 @@ ConvGeometry conv_geometry(InputMaker& in, Conv2DOptions options) {
   return {input, filter, output, options};
 }
 
+// conv2d's two backward ops on the geometry `make` draws: `input_name` for the input gradient,
+// `filter_name` for the filter's (with the bias's).
+template <typename MakeGeometry>
+void conv_backward_cases(CaseList& list, const char* input_name, const char* filter_name,
+                         MakeGeometry make) {
+  list.add({.op = K::conv2d_backward_input,
+            .name = input_name,
+            .instance =
+                [make](InputMaker& in) {
+                  const ConvGeometry g = make(in);
+                  return Instance{
+                      {in.uniform(g.output), in.uniform(g.filter)}, [g](const Inputs& x) {
+                        return Outputs{conv2d_backward_input(x[0], x[1], g.input, g.options)};
+                      }};
+                },
+            .compare_gradients = false,
+            .uses_tf32 = true});
+  list.add({.op = K::conv2d_backward_filter,
+            .name = filter_name,
+            .instance =
+                [make](InputMaker& in) {
+                  const ConvGeometry g = make(in);
+                  return Instance{
+                      {in.uniform(g.input), in.uniform(g.output)}, [g](const Inputs& x) {
+                        return conv2d_backward_filter(x[0], x[1], g.filter, true, g.options);
+                      }};
+                },
+            .compare_gradients = false,
+            .uses_tf32 = true});
+}
+
 void conv_cases(CaseList& list) {
   struct Variant {
     const char* name;
@@ -535,30 +566,8 @@ void conv_cases(CaseList& list) {
                 },
             .uses_tf32 = true});
   const Conv2DOptions same_stride2{{2, 2}, Padding::same, {1, 1}};
-  list.add({.op = K::conv2d_backward_input,
-            .name = "same_stride2",
-            .instance =
-                [same_stride2](InputMaker& in) {
-                  const ConvGeometry g = conv_geometry(in, same_stride2);
-                  return Instance{
-                      {in.uniform(g.output), in.uniform(g.filter)}, [g](const Inputs& x) {
-                        return Outputs{conv2d_backward_input(x[0], x[1], g.input, g.options)};
-                      }};
-                },
-            .compare_gradients = false,
-            .uses_tf32 = true});
-  list.add({.op = K::conv2d_backward_filter,
-            .name = "same_stride2_with_bias",
-            .instance =
-                [same_stride2](InputMaker& in) {
-                  const ConvGeometry g = conv_geometry(in, same_stride2);
-                  return Instance{
-                      {in.uniform(g.input), in.uniform(g.output)}, [g](const Inputs& x) {
-                        return conv2d_backward_filter(x[0], x[1], g.filter, true, g.options);
-                      }};
-                },
-            .compare_gradients = false,
-            .uses_tf32 = true});
+  conv_backward_cases(list, "same_stride2", "same_stride2_with_bias",
+                      [same_stride2](InputMaker& in) { return conv_geometry(in, same_stride2); });
   // 1x1 filters with stride 1 and no padding (most of ResNet-50's): their own lowering, a
   // product of rows with the filter, forward and both backward ops.
   const auto pointwise = [](InputMaker& in) {
@@ -577,30 +586,7 @@ void conv_cases(CaseList& list) {
                       [](const Inputs& x) { return Outputs{conv2d(x[0], x[1], x[2])}; }};
                 },
             .uses_tf32 = true});
-  list.add({.op = K::conv2d_backward_input,
-            .name = "pointwise",
-            .instance =
-                [pointwise](InputMaker& in) {
-                  const ConvGeometry g = pointwise(in);
-                  return Instance{
-                      {in.uniform(g.output), in.uniform(g.filter)}, [g](const Inputs& x) {
-                        return Outputs{conv2d_backward_input(x[0], x[1], g.input, g.options)};
-                      }};
-                },
-            .compare_gradients = false,
-            .uses_tf32 = true});
-  list.add({.op = K::conv2d_backward_filter,
-            .name = "pointwise_with_bias",
-            .instance =
-                [pointwise](InputMaker& in) {
-                  const ConvGeometry g = pointwise(in);
-                  return Instance{
-                      {in.uniform(g.input), in.uniform(g.output)}, [g](const Inputs& x) {
-                        return conv2d_backward_filter(x[0], x[1], g.filter, true, g.options);
-                      }};
-                },
-            .compare_gradients = false,
-            .uses_tf32 = true});
+  conv_backward_cases(list, "pointwise", "pointwise_with_bias", pointwise);
 }
 
 void pool_cases(CaseList& list) {
