@@ -149,6 +149,13 @@ class Client {
   std::shared_ptr<Impl> impl_;
 };
 
+// Compiles `mlir` ahead of time for `topology` of the plugin's platform, without its devices
+// (libtpu: "v5e:2x2", "v4:2x2x1"): whether a TPU takes a program, checked on any machine. Returns
+// the size of the code generated. Throws PjrtError as Client::compile does. libtpu must be
+// loaded only as tandem/distribute.h says (TPU_SKIP_MDS_QUERY=1, no network).
+std::int64_t compile_for_topology(const std::string& plugin_path, const std::string& topology,
+                                  const std::string& mlir, const CompileOptions& options = {});
+
 // ---- Eager execution on XLA devices ----
 // Tensors on Device::xla(i) live in buffers on device i of one PJRT client, and every op on them
 // runs as an executable of its own: written by the op's lowering rule, compiled once per op,

@@ -24,6 +24,11 @@ const BackendRegistration registration(
 
 }  // namespace
 
+std::int64_t compile_for_topology(const std::string&, const std::string&, const std::string&,
+                                  const CompileOptions&) {
+  not_built();
+}
+
 void set_device_plugin(const std::string&) {}
 
 std::string device_description(int) {

@@ -128,6 +128,16 @@ TEST(PjrtClient, RunsTwoReplicasThatSumAcrossDevices) {
   EXPECT_THROW(reduce.execute({&first}), InvalidArgument);
 }
 
+// XLA:CPU has no topologies to compile for (libtpu does: tests/cli/tpu_cli_test.cpp); asking is
+// a PjrtError naming the plugin, the call and the topology.
+TEST(PjrtClient, AheadOfTimeCompilingNamesWhatThePluginRefuses) {
+  REQUIRE_CPU_PLUGIN();
+  const std::string message =
+      testing::error_of<PjrtError>([] { compile_for_topology(fetched_cpu_plugin(), "cpu", kAdd); });
+  expect_contains(message, fetched_cpu_plugin() + ": PJRT_TopologyDescription_Create(cpu): ");
+  expect_contains(message, "[UNIMPLEMENTED]");
+}
+
 TEST(PjrtClient, ARejectedProgramNamesThePluginAndTheLine) {
   REQUIRE_CPU_PLUGIN();
   const std::string bad =

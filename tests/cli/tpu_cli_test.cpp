@@ -138,6 +138,18 @@ TEST_F(LibtpuWithoutATpu, ATpuInUseNamesTheProcessThatHasIt) {
   expect_contains(devices.output, "tpu    none: " + in_use);
 }
 
+// libtpu compiles Tandem's training step (batch norm, dropout's i64 Philox, Adam's f64 schedule)
+// for a TPU v5e 2x2 ahead of time, without a TPU: what a TPU would be given is one it takes.
+TEST_F(LibtpuWithoutATpu, CompilesATrainingStepForATpuTopologyAheadOfTime) {
+  const std::string command = "ALLOW_MULTIPLE_LIBTPU_LOAD=1 " +
+                              shell_quote(TANDEM_TPU_AOT_CHECK_PATH) + " " + shell_quote(libtpu_) +
+                              " v5e:2x2";
+  const ShellResult result = run_capturing("TPU_SKIP_MDS_QUERY=1 timeout 300 " + unshare_ +
+                                           " sh -c " + shell_quote(command) + " 2>&1");
+  ASSERT_EQ(result.status, 0) << result.output;
+  expect_contains(result.output, "compiled for v5e:2x2: ");
+}
+
 TEST_F(LibtpuWithoutATpu, DevicesShowsThePluginAndItsApi) {
   const ShellResult result = tandem("devices");
   ASSERT_EQ(result.status, 0) << result.output;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -468,15 +469,64 @@ const std::vector<DeviceInfo>& Client::devices() const {
   return impl_->devices;
 }
 
-Executable Client::compile(const std::string& mlir, const CompileOptions& options) const {
-  const Plugin& plugin = *impl_->plugin;
-  const std::string compile_options = serialize_compile_options(options);
+namespace {
+
+// `mlir` as the program PJRT compiles; it must outlive the program.
+PJRT_Program mlir_program(const std::string& mlir) {
   auto program = TANDEM_PJRT_ARGS(PJRT_Program);
   program.code = const_cast<char*>(mlir.data());  // the C API takes it non-const, reads only
   program.code_size = mlir.size();
   static constexpr char kFormat[] = "mlir";
   program.format = kFormat;
   program.format_size = sizeof kFormat - 1;
+  return program;
+}
+
+}  // namespace
+
+std::int64_t compile_for_topology(const std::string& plugin_path, const std::string& topology,
+                                  const std::string& mlir, const CompileOptions& options) {
+  const Plugin& plugin = load_plugin(plugin_path);
+  const PJRT_Api* api = plugin.api();
+  auto create = TANDEM_PJRT_ARGS(PJRT_TopologyDescription_Create_Args);
+  create.topology_name = topology.data();
+  create.topology_name_size = topology.size();
+  plugin.check(api->PJRT_TopologyDescription_Create(&create),
+               "PJRT_TopologyDescription_Create(" + topology + ")");
+  const std::unique_ptr<PJRT_TopologyDescription, std::function<void(PJRT_TopologyDescription*)>>
+      described(create.topology, [api](PJRT_TopologyDescription* made) {
+        auto destroy = TANDEM_PJRT_ARGS(PJRT_TopologyDescription_Destroy_Args);
+        destroy.topology = made;
+        if (PJRT_Error* error = api->PJRT_TopologyDescription_Destroy(&destroy)) {
+          auto discard = TANDEM_PJRT_ARGS(PJRT_Error_Destroy_Args);
+          discard.error = error;
+          api->PJRT_Error_Destroy(&discard);
+        }
+      });
+  const std::string compile_options = serialize_compile_options(options);
+  const PJRT_Program program = mlir_program(mlir);
+  auto compile = TANDEM_PJRT_ARGS(PJRT_Compile_Args);
+  compile.topology = create.topology;
+  compile.program = &program;
+  compile.compile_options = compile_options.data();
+  compile.compile_options_size = compile_options.size();
+  plugin.check(api->PJRT_Compile(&compile), "PJRT_Compile(" + topology + ")",
+               [&](const std::string& message) { return stablehlo_line(message, mlir); });
+  auto size = TANDEM_PJRT_ARGS(PJRT_Executable_SizeOfGeneratedCodeInBytes_Args);
+  size.executable = compile.executable;
+  PJRT_Error* sized = api->PJRT_Executable_SizeOfGeneratedCodeInBytes(&size);
+  auto destroy = TANDEM_PJRT_ARGS(PJRT_Executable_Destroy_Args);
+  destroy.executable = compile.executable;
+  PJRT_Error* destroyed = api->PJRT_Executable_Destroy(&destroy);
+  plugin.check(sized, "PJRT_Executable_SizeOfGeneratedCodeInBytes");
+  plugin.check(destroyed, "PJRT_Executable_Destroy");
+  return size.size_in_bytes;
+}
+
+Executable Client::compile(const std::string& mlir, const CompileOptions& options) const {
+  const Plugin& plugin = *impl_->plugin;
+  const std::string compile_options = serialize_compile_options(options);
+  const PJRT_Program program = mlir_program(mlir);
   auto compile = TANDEM_PJRT_ARGS(PJRT_Client_Compile_Args);
   compile.client = impl_->client;
   compile.program = &program;
