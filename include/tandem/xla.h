@@ -26,6 +26,12 @@ class PjrtError : public Error {
  public:
   using Error::Error;
 };
+// A PJRT call the device had no memory for (RESOURCE_EXHAUSTED): callers that know the sizes
+// involved turn it into an OutOfMemory.
+class PjrtOutOfMemory : public PjrtError {
+ public:
+  using PjrtError::PjrtError;
+};
 
 // Whether this build has the XLA backend (the PJRT C API header was there when it was built),
 // the header's API version, and why not.

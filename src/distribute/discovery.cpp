@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "core/text.h"
 #include "distribute/cuda_loader.h"
 #include "distribute/dynamic_library.h"
 #include "tandem/cuda.h"
@@ -460,9 +461,7 @@ DiscoveryOptions DiscoveryOptions::from_environment() {
   if (const std::string pci = environment("TANDEM_PCI_DEVICES_DIR"); !pci.empty()) {
     options.pci_devices_dir = pci;
   }
-  std::string several_loads = environment("ALLOW_MULTIPLE_LIBTPU_LOAD");
-  std::transform(several_loads.begin(), several_loads.end(), several_loads.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string several_loads = lower(environment("ALLOW_MULTIPLE_LIBTPU_LOAD"));
   for (const char* yes : {"1", "true", "t", "yes", "y"}) {
     if (several_loads == yes) options.libtpu_lockfile.clear();
   }

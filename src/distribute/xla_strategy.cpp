@@ -186,9 +186,8 @@ class XlaDistribution final : public train::detail::Distribution {
       const XlaProgram& program, const std::vector<std::vector<const xla::Buffer*>>& arguments) {
     try {
       return program.executable.execute_replicas(arguments);
-    } catch (const xla::PjrtError& error) {
+    } catch (const xla::PjrtOutOfMemory& error) {
       const std::string message = error.what();
-      if (message.find("RESOURCE_EXHAUSTED") == std::string::npos) throw;
       // XLA:CPU and XLA:GPU say "Out of memory allocating N bytes" (or "... while trying to
       // allocate N bytes").
       std::size_t requested = 0;

@@ -335,7 +335,7 @@ class XlaBackend final : public Backend {
         shapes += (shapes.empty() ? "" : ", ") + shape_str(input.shape());
       const std::string message = std::string(def.name) + " on " + devices_.where(index) +
                                   " with inputs " + shapes + ": " + error.what();
-      if (std::string(error.what()).find("RESOURCE_EXHAUSTED") != std::string::npos) {
+      if (dynamic_cast<const PjrtOutOfMemory*>(&error) != nullptr) {
         std::size_t requested = 0;
         for (std::size_t i = 0; i < context.outputs.size(); ++i)
           requested += is_view(i) ? 0 : context.outputs[i].nbytes();

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -174,6 +175,7 @@ class Plugin {
     std::string full = info_.path + ": " + std::string(call) + ": " + text;
     if (coded) full += std::string(" [") + code_name(code.code) + "]";
     if (detail) full += detail(text);
+    if (coded && code.code == PJRT_Error_Code_RESOURCE_EXHAUSTED) throw PjrtOutOfMemory(full);
     throw PjrtError(full);
   }
 
@@ -681,16 +683,17 @@ std::vector<std::vector<Buffer>> Executable::execute_replicas(
     for (PJRT_Buffer* output : outputs[replica])
       owned[replica].push_back(Buffer::Impl::own(impl_->client, output));
   }
-  // Every event awaited and destroyed before the first failure is thrown.
-  std::optional<PjrtError> failed;
+  // Every event awaited and destroyed before the first failure is thrown (as its own type: an
+  // out-of-memory stays one).
+  std::exception_ptr failed;
   for (PJRT_Event* event : done) {
     try {
       plugin.await(event, "the execution");
-    } catch (const PjrtError& error) {
-      if (!failed) failed = error;
+    } catch (const PjrtError&) {
+      if (!failed) failed = std::current_exception();
     }
   }
-  if (failed) throw *failed;
+  if (failed) std::rethrow_exception(failed);
   std::vector<std::vector<Buffer>> results(devices);
   for (std::size_t replica = 0; replica < devices; ++replica) {
     for (std::shared_ptr<Buffer::Impl>& output : owned[replica]) {
