@@ -228,17 +228,14 @@ Lowered lower_relu(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
   return {emit.elementwise("stablehlo.maximum", {in[0], zero}, out[0].dtype)};
 }
 
-// The formulas below of several steps compute 16-bit floats in f32 and round once, as the CPU
-// kernels do (their compute type); one rounding per step would lose a bit or two more.
-StablehloValue computed(StablehloEmitter& emit, const StablehloValue& value) {
-  return emit.convert(value, StablehloEmitter::accumulation_type(value.dtype));
-}
-
+// The formulas below of several steps compute 16-bit floats in f32 (emit.widened) and round
+// once, as the CPU kernels do (their compute type); one rounding per step would lose a bit or two
+// more.
 // x * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2, or x * (1 + erf(x / sqrt(2))) / 2: the
 // formulas of the CPU kernels.
 Lowered lower_gelu(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
                    const Attrs& attrs) {
-  const StablehloValue x = computed(emit, in[0]);
+  const StablehloValue x = emit.widened(in[0]);
   const auto constant = [&](double value) { return emit.constant(value, x.shape, x.dtype); };
   const auto op = [&](const char* name, const StablehloValue& a, const StablehloValue& b) {
     return emit.elementwise(name, {a, b}, x.dtype);
@@ -271,8 +268,8 @@ Lowered lower_relu_backward(StablehloEmitter& emit, LoweredInputs in, LoweredOut
 template <bool kTanh>
 Lowered lower_saturating_backward(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
                                   const Attrs&) {
-  const StablehloValue dy = computed(emit, in[0]);
-  const StablehloValue y = computed(emit, in[1]);
+  const StablehloValue dy = emit.widened(in[0]);
+  const StablehloValue y = emit.widened(in[1]);
   const auto op = [&](const char* name, const StablehloValue& a, const StablehloValue& b) {
     return emit.elementwise(name, {a, b}, y.dtype);
   };
@@ -286,8 +283,8 @@ Lowered lower_saturating_backward(StablehloEmitter& emit, LoweredInputs in, Lowe
 // dy * gelu'(x), the derivative of either formula of lower_gelu.
 Lowered lower_gelu_backward(StablehloEmitter& emit, LoweredInputs in, LoweredOutputs out,
                             const Attrs& attrs) {
-  const StablehloValue dy = computed(emit, in[0]);
-  const StablehloValue x = computed(emit, in[1]);
+  const StablehloValue dy = emit.widened(in[0]);
+  const StablehloValue x = emit.widened(in[1]);
   const auto constant = [&](double value) { return emit.constant(value, x.shape, x.dtype); };
   const auto op = [&](const char* name, const StablehloValue& a, const StablehloValue& b) {
     return emit.elementwise(name, {a, b}, x.dtype);

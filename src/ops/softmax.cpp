@@ -85,14 +85,15 @@ std::int64_t lowered_axis(const Attrs& attrs, const StablehloValue& x) {
 }
 
 // exp(x - max) / sum(exp(x - max)), or its log (x - max) - log(sum(exp(x - max))), along the
-// axis: the shift keeps exp finite, as the CPU kernels do.
+// axis: the shift keeps exp finite, as the CPU kernels do. 16-bit floats compute in f32 and
+// round once, as the kernels' compute type does.
 template <bool kLog>
 std::vector<StablehloValue> lower_softmax(StablehloEmitter& emit,
                                           std::span<const StablehloValue> in,
                                           std::span<const TensorMeta> out, const Attrs& attrs) {
-  const StablehloValue& x = in[0];
+  const StablehloValue x = emit.widened(in[0]);
   const std::int64_t axis = lowered_axis(attrs, x);
-  const DType dtype = out[0].dtype;
+  const DType dtype = x.dtype;
   const StablehloValue peak =
       emit.reduce_back(x, axis, "stablehlo.maximum", -std::numeric_limits<double>::infinity());
   const StablehloValue shifted = emit.elementwise("stablehlo.subtract", {x, peak}, dtype);
@@ -100,32 +101,39 @@ std::vector<StablehloValue> lower_softmax(StablehloEmitter& emit,
   const StablehloValue total = emit.reduce_back(exponentials, axis, "stablehlo.add", 0.0);
   if (kLog) {
     const StablehloValue log_total = emit.elementwise("stablehlo.log", {total}, dtype);
-    return {emit.elementwise("stablehlo.subtract", {shifted, log_total}, dtype)};
+    return {emit.convert(emit.elementwise("stablehlo.subtract", {shifted, log_total}, dtype),
+                         out[0].dtype)};
   }
-  return {emit.elementwise("stablehlo.divide", {exponentials, total}, dtype)};
+  return {emit.convert(emit.elementwise("stablehlo.divide", {exponentials, total}, dtype),
+                       out[0].dtype)};
 }
 
-// softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy).
+// softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy); in f32 for 16-bit
+// floats, as the forward.
 template <bool kLog>
 std::vector<StablehloValue> lower_softmax_backward(StablehloEmitter& emit,
                                                    std::span<const StablehloValue> in,
                                                    std::span<const TensorMeta> out,
                                                    const Attrs& attrs) {
-  const StablehloValue& dy = in[0];
-  const StablehloValue& y = in[1];
+  const StablehloValue dy = emit.widened(in[0]);
+  const StablehloValue y = emit.widened(in[1]);
   const std::int64_t axis = lowered_axis(attrs, y);
-  const DType dtype = out[0].dtype;
+  const DType dtype = y.dtype;
   if (kLog) {
     const StablehloValue total = emit.reduce_back(dy, axis, "stablehlo.add", 0.0);
     const StablehloValue probabilities = emit.elementwise("stablehlo.exponential", {y}, dtype);
-    return {emit.elementwise(
-        "stablehlo.subtract",
-        {dy, emit.elementwise("stablehlo.multiply", {probabilities, total}, dtype)}, dtype)};
+    return {emit.convert(
+        emit.elementwise(
+            "stablehlo.subtract",
+            {dy, emit.elementwise("stablehlo.multiply", {probabilities, total}, dtype)}, dtype),
+        out[0].dtype)};
   }
   const StablehloValue dot = emit.reduce_back(
       emit.elementwise("stablehlo.multiply", {dy, y}, dtype), axis, "stablehlo.add", 0.0);
-  return {emit.elementwise("stablehlo.multiply",
-                           {y, emit.elementwise("stablehlo.subtract", {dy, dot}, dtype)}, dtype)};
+  return {emit.convert(
+      emit.elementwise("stablehlo.multiply",
+                       {y, emit.elementwise("stablehlo.subtract", {dy, dot}, dtype)}, dtype),
+      out[0].dtype)};
 }
 
 }  // namespace

@@ -70,6 +70,11 @@ class StablehloEmitter {
   StablehloValue element(const StablehloValue& vector, std::int64_t index);
   // "stablehlo.convert".
   StablehloValue convert(const StablehloValue& value, DType dtype);
+  // `value` in its accumulation type (f32 for the 16-bit floats): multi-step formulas compute
+  // there and round once at the end, as the CPU kernels' compute type does.
+  StablehloValue widened(const StablehloValue& value) {
+    return convert(value, accumulation_type(value.dtype));
+  }
   // `value` padded with `fill` by low, high and (between cells) interior cells per axis;
   // interior empty: none.
   StablehloValue pad(const StablehloValue& value, double fill, const std::vector<std::int64_t>& low,

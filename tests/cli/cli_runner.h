@@ -1,16 +1,23 @@
 #pragma once
 // Runs the built `tandem` binary (TANDEM_CLI_PATH) and captures its exit status and output, and
 // checks that text is well-formed JSON.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "data/idx_files.h"
@@ -24,18 +31,76 @@ struct CliResult {
   std::string err;
 };
 
-// Runs `program` with `args`, standard input closed, capturing both outputs.
-inline CliResult run_program(const std::string& program, const std::vector<std::string>& args) {
+// How long one run of a program may take before the test gives up on it: far above the longest
+// run of the suite (one epoch of Fashion-MNIST through XLA:CPU, under a minute here), so that
+// only a hang reaches it.
+inline constexpr std::chrono::seconds kProgramTimeLimit{900};
+
+// What every thread of the process `pid` is doing, from gdb where it is installed: a hung run
+// should say where it hangs, since it may hang only on another machine (CI).
+inline std::string thread_stacks(pid_t pid) {
+  const std::string command =
+      "gdb -batch -nx -p " + std::to_string(pid) + " -ex 'thread apply all bt 30' 2>&1 </dev/null";
+  if (run_shell("command -v gdb >/dev/null 2>&1") != 0) return "(no gdb to show the threads)\n";
+  return run_capturing(command).output;
+}
+
+// Runs `program` with `args`, standard input closed, capturing both outputs. A run that takes
+// longer than `limit` is stopped: its status is 124 (as timeout(1) reports)
+// and its standard error ends with what its threads were doing.
+inline CliResult run_program(const std::string& program, const std::vector<std::string>& args,
+                             std::chrono::seconds limit = kProgramTimeLimit) {
   ScratchDir scratch;
-  std::string command = shell_quote(program);
-  for (const std::string& arg : args)
-    command += " " + shell_quote(arg);
-  command += " >" + shell_quote(scratch.file("out")) + " 2>" + shell_quote(scratch.file("err")) +
-             " </dev/null";
+  const std::string out_path = scratch.file("out");
+  const std::string err_path = scratch.file("err");
+  std::vector<std::string> argv_text{program};
+  argv_text.insert(argv_text.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& arg : argv_text)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&files, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  const int spawned = posix_spawnp(&pid, program.c_str(), &files, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
   CliResult result;
-  result.status = run_shell(command);
-  result.out = slurp(scratch.file("out"));
-  result.err = slurp(scratch.file("err"));
+  if (spawned != 0) {
+    result.status = 127;
+    result.err = program + ": cannot start: " + std::strerror(spawned) + "\n";
+    return result;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int raw = 0;
+  bool timed_out = false;
+  while (true) {
+    const pid_t done = ::waitpid(pid, &raw, WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(done == 0 ? 20 : 0));
+  }
+  std::string stacks;
+  if (timed_out) {
+    stacks = thread_stacks(pid);
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &raw, 0);
+  }
+  result.status = timed_out ? 124 : exit_status(raw);
+  result.out = slurp(out_path);
+  result.err = slurp(err_path);
+  if (timed_out) {
+    result.err += "\n[test] " + program + " did not finish in " + std::to_string(limit.count()) +
+                  " s and was stopped; its threads were:\n" + stacks;
+  }
   return result;
 }
 

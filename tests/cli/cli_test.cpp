@@ -35,6 +35,22 @@ void expect_error(const std::vector<std::string>& args, int status,
     expect_contains(result.err, part);
 }
 
+// The runner itself: a program that hangs is stopped at the limit, and the test is told so,
+// with what the program's threads were doing (where gdb is installed), rather than waiting for
+// CI's limit.
+TEST(Cli, AProgramThatHangsIsStoppedAndDescribed) {
+  const auto start = std::chrono::steady_clock::now();
+  const CliResult result = run_program("sleep", {"60"}, std::chrono::seconds(1));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(50));
+  EXPECT_EQ(result.status, 124);
+  expect_contains(result.err,
+                  "[test] sleep did not finish in 1 s and was stopped; its threads were:");
+  const CliResult quick = run_program("true", {}, std::chrono::seconds(1));
+  EXPECT_EQ(quick.status, 0);
+  EXPECT_EQ(run_program("false", {}).status, 1);
+  EXPECT_EQ(run_program("/nonexistent/program", {}).status, 127);
+}
+
 TEST(Cli, VersionPrintsTheLibraryVersion) {
   const CliResult result = run_cli({"--version"});
   EXPECT_EQ(result.status, 0);

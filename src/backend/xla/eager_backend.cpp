@@ -195,7 +195,10 @@ class XlaDevices final : public DeviceMemory {
     const std::uintptr_t base = next_address_;
     // Whole cache lines, and a gap, so that a view's end address is never the next slot's.
     next_address_ += (nbytes + 2 * kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    slots_.emplace(base, Slot{.nbytes = nbytes, .device = index});
+    Slot slot;
+    slot.nbytes = nbytes;
+    slot.device = index;
+    slots_.emplace(base, std::move(slot));
     return reinterpret_cast<void*>(base);
   }
   // Frees a slot; returns its device.
