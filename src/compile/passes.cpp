@@ -38,6 +38,15 @@ bool fuse_relu_into(Node& node) {
   return true;
 }
 
+// Sets relu_masked on a max_pool2d_backward node; false when it was set already.
+bool mask_by_relu(Node& node) {
+  auto attrs = op_attrs<OpKind::max_pool2d_backward>(node.attrs);
+  if (attrs.relu_masked) return false;
+  attrs.relu_masked = true;
+  node.attrs = make_op_attrs<OpKind::max_pool2d_backward>(attrs);
+  return true;
+}
+
 }  // namespace
 
 void find_constants(Graph& graph, PassCounts& counts) {
@@ -187,21 +196,30 @@ void fuse_activations(Graph& graph, PassCounts& counts) {
 
   std::vector<bool> removed(graph.nodes.size(), false);
   for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
-    const Node& relu = graph.nodes[n];
-    if (relu.kind != OpKind::relu) continue;
-    const int made = relu.inputs[0];
+    const Node& activation = graph.nodes[n];
+    if (activation.kind != OpKind::relu && activation.kind != OpKind::relu_backward) continue;
+    const int made = activation.inputs[0];
     const auto found = producer.find(made);
     if (found == producer.end() || readers[static_cast<std::size_t>(made)] != 1) continue;
     Node& maker = graph.nodes[found->second];
-    const bool bias = maker.inputs.size() == 3;
-    const bool fused = maker.kind == OpKind::conv2d   ? fuse_relu_into<OpKind::conv2d>(maker)
-                       : maker.kind == OpKind::matmul ? fuse_relu_into<OpKind::matmul>(maker)
-                                                      : false;
+    bool fused = false;
+    if (activation.kind == OpKind::relu) {
+      const bool bias = maker.inputs.size() == 3;
+      fused = maker.kind == OpKind::conv2d   ? fuse_relu_into<OpKind::conv2d>(maker)
+              : maker.kind == OpKind::matmul ? fuse_relu_into<OpKind::matmul>(maker)
+                                             : false;
+      if (fused) maker.label = std::string(op_name(maker.kind)) + (bias ? "+bias" : "") + "+relu";
+    } else if (maker.kind == OpKind::max_pool2d_backward &&
+               maker.inputs[1] == activation.inputs[1]) {
+      // relu_backward(max_pool2d_backward(dy, y), y), y a relu's output: the pooling's backward
+      // pass masks the few cells it writes instead of a second pass over all of them.
+      fused = mask_by_relu(maker);
+      if (fused) maker.label = "max_pool2d_backward+relu_backward";
+    }
     if (!fused) continue;
-    maker.label = std::string(op_name(maker.kind)) + (bias ? "+bias" : "") + "+relu";
-    // The product now makes relu's result; its own is gone (nothing else read it).
-    maker.outputs[0] = relu.outputs[0];
-    producer[relu.outputs[0]] = found->second;
+    // The maker now makes the activation's result; its own is gone (nothing else read it).
+    maker.outputs[0] = activation.outputs[0];
+    producer[activation.outputs[0]] = found->second;
     removed[n] = true;
     ++counts.fused;
   }

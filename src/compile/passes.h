@@ -28,7 +28,8 @@ void remove_dead_nodes(Graph& graph, PassCounts& counts);
 // On the CPU, a relu whose input is a convolution's or product's result that nothing else reads
 // becomes that node's oneDNN post-op (Conv2DAttrs/MatmulAttrs::fused_relu): one pass over the
 // activation instead of two, and one buffer fewer. The results are the same bits (relu commutes
-// with rounding to the storage type).
+// with rounding to the storage type). Likewise relu's backward pass after max pooling's, over the
+// same relu output, becomes the pooling's mask (MaxPool2DBackwardAttrs::relu_masked).
 void fuse_activations(Graph& graph, PassCounts& counts);
 
 }  // namespace tandem::compile

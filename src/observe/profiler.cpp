@@ -81,6 +81,10 @@ bool is_phase(SpanKind kind) {
 const char* shown_name(OpKind kind, const Attrs& attrs) {
   if (kind == OpKind::conv2d && op_attrs<OpKind::conv2d>(attrs).fused_relu) return "conv2d+relu";
   if (kind == OpKind::matmul && op_attrs<OpKind::matmul>(attrs).fused_relu) return "matmul+relu";
+  if (kind == OpKind::max_pool2d_backward &&
+      op_attrs<OpKind::max_pool2d_backward>(attrs).relu_masked) {
+    return "max_pool2d_backward+relu_backward";
+  }
   return op_def(kind).name;
 }
 

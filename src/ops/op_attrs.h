@@ -58,6 +58,11 @@ struct Conv2DBackwardFilterAttrs : Conv2DOptions {
   Shape filter_shape;      // (KH, KW, C_in, C_out)
   bool with_bias = false;  // also return the bias gradient
 };
+struct MaxPool2DBackwardAttrs : Pool2DOptions {
+  // dx also 0 where x is not positive: relu's backward pass on the same cells, for x that is a
+  // relu's output. Set by a compiled step's fusion pass, never by the wrappers.
+  bool relu_masked = false;
+};
 struct AvgPool2DBackwardAttrs : Pool2DOptions {
   Shape input_shape;  // (N, H, W, C) of the forward input
 };
@@ -149,6 +154,11 @@ constexpr auto pool_fields() {
 constexpr auto attr_fields(std::type_identity<Pool2DOptions>) {
   return pool_fields<Pool2DOptions>();
 }
+constexpr auto attr_fields(std::type_identity<MaxPool2DBackwardAttrs>) {
+  using A = MaxPool2DBackwardAttrs;
+  return std::tuple_cat(pool_fields<A>(),
+                        std::tuple{AttrField<A, bool>{"relu_masked", &A::relu_masked}});
+}
 constexpr auto attr_fields(std::type_identity<AvgPool2DBackwardAttrs>) {
   using A = AvgPool2DBackwardAttrs;
   return std::tuple_cat(pool_fields<A>(),
@@ -216,7 +226,7 @@ TANDEM_OP_ATTRS(conv2d, Conv2DAttrs)
 TANDEM_OP_ATTRS(conv2d_backward_input, Conv2DBackwardInputAttrs)
 TANDEM_OP_ATTRS(conv2d_backward_filter, Conv2DBackwardFilterAttrs)
 TANDEM_OP_ATTRS(max_pool2d, Pool2DOptions)
-TANDEM_OP_ATTRS(max_pool2d_backward, Pool2DOptions)
+TANDEM_OP_ATTRS(max_pool2d_backward, MaxPool2DBackwardAttrs)
 TANDEM_OP_ATTRS(avg_pool2d, Pool2DOptions)
 TANDEM_OP_ATTRS(avg_pool2d_backward, AvgPool2DBackwardAttrs)
 TANDEM_OP_ATTRS(batch_norm, EpsilonAttrs)

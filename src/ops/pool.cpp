@@ -161,7 +161,7 @@ std::vector<StablehloValue> lower_max_pool_backward(StablehloEmitter& emit,
                                                     const Attrs& attrs) {
   const StablehloValue& dy = in[0];
   const StablehloValue& x = in[1];
-  const Pool2DOptions& options = op_attrs<OpKind::max_pool2d_backward>(attrs);
+  const MaxPool2DBackwardAttrs& options = op_attrs<OpKind::max_pool2d_backward>(attrs);
   const Window2D geometry = pool_window("max_pool2d_backward", x.shape, options);
   const std::vector<std::array<std::int64_t, 2>> padding = pool_padding(geometry);
   std::vector<std::int64_t> low;
@@ -186,7 +186,11 @@ std::vector<StablehloValue> lower_max_pool_backward(StablehloEmitter& emit,
   std::vector<std::int64_t> limit;
   for (std::size_t axis = 0; axis < 4; ++axis)
     limit.push_back(low[axis] + x.shape[axis]);
-  return {emit.slice(scattered, low, limit)};
+  const StablehloValue dx = emit.slice(scattered, low, limit);
+  if (!options.relu_masked) return {dx};
+  const StablehloValue positive = emit.compare(x, emit.constant(0.0, x.shape, x.dtype), "GT");
+  return {emit.elementwise("stablehlo.select",
+                           {positive, dx, emit.constant(0.0, dx.shape, dx.dtype)}, dx.dtype)};
 }
 
 // dx: dy divided by its windows' counts, spread back over each window: the transpose of a
@@ -259,7 +263,7 @@ Tensor max_pool2d(const Tensor& x, const Pool2DOptions& options) {
 
 Tensor max_pool2d_backward(const Tensor& dy, const Tensor& x, const Pool2DOptions& options) {
   return call_op(OpKind::max_pool2d_backward, {dy, x},
-                 make_op_attrs<OpKind::max_pool2d_backward>(options))[0];
+                 make_op_attrs<OpKind::max_pool2d_backward>({options}))[0];
 }
 
 Tensor avg_pool2d(const Tensor& x, const Pool2DOptions& options) {

@@ -83,6 +83,29 @@ TEST(CompiledStep, FusesReluIntoConvolutionsAndProducts) {
     expect_identical(compiled[i], eager[i], "result " + std::to_string(i));
 }
 
+// conv -> relu -> max pooling, as in the tutorial CNN: in the backward pass, relu's gradient
+// (masking with the relu's output) follows the pooling's, which reads the same output, so the
+// pooling's backward pass masks the cells it writes itself; same bits as eagerly.
+TEST(CompiledStep, FusesReluBackwardIntoMaxPoolingBackward) {
+  const Tensor x = uniform({2, 9, 9, 3}, 30), filter = uniform({3, 3, 3, 4}, 31);
+  const auto body = [](const std::vector<Tensor>& in) {
+    GradientTape tape;
+    tape.watch(in[1]);
+    const Tensor pooled = max_pool2d(relu(conv2d(in[0], in[1])));  // (2, 3, 3, 4)
+    const Tensor loss = sum(square(pooled));
+    return std::vector<Tensor>{loss, tape.gradient(loss, {in[1]})[0]};
+  };
+  CompiledStep step = trace_step("pooling", body, {x, filter});
+  EXPECT_EQ(step.stats().fused, 2u) << step.listing();
+  EXPECT_NE(step.listing().find("max_pool2d_backward+relu_backward("), std::string::npos)
+      << step.listing();
+  EXPECT_EQ(step.listing().find("= relu_backward("), std::string::npos) << step.listing();
+  const std::vector<Tensor> compiled = step.run({x, filter});
+  const std::vector<Tensor> eager = body({x, filter});
+  expect_identical(compiled[0], eager[0], "loss");
+  expect_identical(compiled[1], eager[1], "filter gradient");
+}
+
 TEST(CompiledStep, TracingRunsNothingAndReadingAValueNamesTheOp) {
   const Tensor x = uniform({4, 4}, 5);
   int body_calls = 0;

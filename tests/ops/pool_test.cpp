@@ -3,6 +3,7 @@
 // loops, finite-difference gradients, cost and errors.
 #include <gtest/gtest.h>
 
+#include "ops/op_attrs.h"
 #include "ops/op_table.h"
 #include "ops/window_test_support.h"
 
@@ -153,6 +154,26 @@ TEST(Pool2D, Bf16MatchesF64Reference) {
 TEST(Pool2D, F16MatchesF64Reference) {
   for (const PoolCase& c : pool_cases()) {
     expect_matches_f64(c, DType::f16, 2e-3);
+  }
+}
+
+// A compiled step's fusion of relu's backward pass into max pooling's (relu_masked) gives what the
+// two passes give, bit for bit, in every dtype and geometry (disjoint windows take their own
+// loop in f32 and bf16; the others mask after the pass).
+TEST(Pool2D, ReluMaskedBackwardEqualsReluBackwardAfterIt) {
+  for (const PoolCase& c : pool_cases()) {
+    for (const DType dtype : {DType::f32, DType::bf16, DType::f64, DType::f16}) {
+      const std::string label = std::string(dtype_name(dtype)) + ", " + c.str();
+      // A relu's output (many zeros, ties among them) and a plain one with negative maxima.
+      for (const Tensor& x : {relu(random_tensor(c.x_shape, -1, 1, 0, dtype)),
+                              random_tensor(c.x_shape, -1, 1, 0, dtype)}) {
+        const Tensor dy = random_tensor(max_pool2d(x, c.options).shape(), -1, 1, 0, dtype);
+        const Tensor fused =
+            call_op(OpKind::max_pool2d_backward, {dy, x},
+                    make_op_attrs<OpKind::max_pool2d_backward>({c.options, true}))[0];
+        expect_close(fused, relu_backward(max_pool2d_backward(dy, x, c.options), x), 0, label);
+      }
+    }
   }
 }
 

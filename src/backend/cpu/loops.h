@@ -13,6 +13,16 @@
 
 namespace tandem::cpu {
 
+// The library is built for any x86-64 (SSE2), where the compiler cannot vectorise a loop that
+// chooses between values; a hot loop marked with this is also compiled for AVX2 and AVX-512,
+// and the loader picks the best the CPU has (GCC's and Clang's function multi-versioning). Mark
+// a function that runs a whole loop, not one called per element: the choice is an indirect call.
+#if defined(__x86_64__)
+#define TANDEM_VECTOR_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
+#else
+#define TANDEM_VECTOR_CLONES
+#endif
+
 // Below this many elements a loop runs on one thread.
 inline constexpr std::int64_t kParallelGrain = 32768;
 

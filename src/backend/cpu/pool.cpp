@@ -1,11 +1,14 @@
 // CPU kernels for pooling. Max and average pooling in f32 and bf16 run on oneDNN's pooling
 // primitives over NHWC tensors in place (pooling_max; pooling_avg_exclude_padding, which is
-// TensorFlow's average); max pooling's backward recomputes the forward pass with a workspace to
-// find each window's argmax, since the op gets x rather than saved indices. Primitives are
-// cached per geometry. f64 and f16 (and empty tensors) run the templated loops below, which are
-// also the reference the oneDNN path is tested against; global average pooling is one loop for
-// every dtype (a memory-bound channel sum).
+// TensorFlow's average); where max pooling's windows overlap, its backward pass recomputes the
+// forward pass with a workspace to find each window's argmax, since the op gets x rather than
+// saved indices, and where they do not (2x2 of stride 2) one loop of our own finds and scatters
+// in one pass (f32 and bf16). Primitives are cached per geometry. f64 and f16 (and empty tensors)
+// run the templated loops below, which are also the reference the oneDNN path is tested against;
+// global average pooling is one loop for every dtype (a memory-bound channel sum).
+#include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/onednn.h"
@@ -99,6 +102,126 @@ void max_pool_backward_loops(const Window2D& g, const T* dy, const T* x, T* dx) 
           dx_image[best_offset[ch]] += static_cast<C>(dy_cell[ch]);
         }
       }
+    }
+  });
+}
+
+// Whether no input cell is in two windows (strides at least the window, as in the usual 2x2
+// pooling of stride 2).
+bool windows_are_disjoint(const Window2D& g) {
+  return g.strides[0] >= g.k_h && g.strides[1] >= g.k_w;
+}
+
+// [first, last): the input rows (axis 0) or columns (axis 1) the windows of output row or column
+// `o` cover, clipped to the image.
+std::pair<std::int64_t, std::int64_t> window_span(const Window2D& g, int axis, std::int64_t o) {
+  const std::int64_t extent = axis == 0 ? g.in_h : g.in_w;
+  const std::int64_t start = o * g.strides[axis] - g.pad_before[axis];
+  const std::int64_t size = axis == 0 ? g.k_h : g.k_w;
+  return {std::clamp<std::int64_t>(start, 0, extent),
+          std::clamp<std::int64_t>(start + size, 0, extent)};
+}
+
+// One output row of max_pool_backward_disjoint: image n, output row oh, and the input rows
+// after its band that no window covers (with those before it for the first row). `best` and
+// `winner` are (C,) scratch: per channel, the window's largest value and the index of its cell
+// in scan order; the loops over channels choose without branches, so they vectorise.
+template <typename T>
+TANDEM_VECTOR_CLONES void max_pool_backward_row(const Window2D& g, const T* dy, const T* x, T* dx,
+                                                bool relu_masked, std::int64_t n, std::int64_t oh,
+                                                compute_type_t<T>* __restrict best,
+                                                std::int32_t* __restrict winner) {
+  using C = compute_type_t<T>;
+  const std::int64_t channels = g.in_c;
+  const std::int64_t row = g.in_w * channels;  // elements of one input row
+  const T* x_image = x + n * g.in_h * row;     // (H, W, C)
+  T* dx_image = dx + n * g.in_h * row;         // (H, W, C)
+  const auto zero_rows = [&](std::int64_t first, std::int64_t last) {
+    if (first < last) std::fill(dx_image + first * row, dx_image + last * row, T(0));
+  };
+  const auto [top, bottom] = window_span(g, 0, oh);
+  if (oh == 0) zero_rows(0, top);
+  zero_rows(bottom, oh + 1 < g.out_h ? window_span(g, 0, oh + 1).first : g.in_h);
+  // The columns of the band's rows that no window covers.
+  for (std::int64_t ih = top; ih < bottom; ++ih) {
+    std::int64_t covered = 0;
+    for (std::int64_t ow = 0; ow <= g.out_w; ++ow) {
+      const std::int64_t left = ow < g.out_w ? window_span(g, 1, ow).first : g.in_w;
+      if (covered < left) {
+        std::fill(dx_image + ih * row + covered * channels, dx_image + ih * row + left * channels,
+                  T(0));
+      }
+      if (ow < g.out_w) covered = std::max(covered, window_span(g, 1, ow).second);
+    }
+  }
+  if (top >= bottom) return;
+  const T* dy_row = dy + (n * g.out_h + oh) * g.out_w * channels;  // (OW, C)
+  for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+    const auto [left, right] = window_span(g, 1, ow);
+    if (left >= right) continue;
+    const T* __restrict first = x_image + (top * g.in_w + left) * channels;
+    for (std::int64_t ch = 0; ch < channels; ++ch) {
+      best[ch] = static_cast<C>(first[ch]);
+      winner[ch] = 0;
+    }
+    std::int32_t index = 0;
+    for (std::int64_t ih = top; ih < bottom; ++ih) {
+      for (std::int64_t iw = ih == top ? left + 1 : left; iw < right; ++iw) {
+        ++index;
+        const T* __restrict x_cell = x_image + (ih * g.in_w + iw) * channels;
+        for (std::int64_t ch = 0; ch < channels; ++ch) {
+          const C value = static_cast<C>(x_cell[ch]);
+          const bool larger = value > best[ch];  // strictly: the first maximum wins
+          best[ch] = larger ? value : best[ch];
+          winner[ch] = larger ? index : winner[ch];
+        }
+      }
+    }
+    if (relu_masked) {
+      // A maximum that is not positive passes nothing: no cell is its winner.
+      for (std::int64_t ch = 0; ch < channels; ++ch)
+        winner[ch] = best[ch] > C(0) ? winner[ch] : -1;
+    }
+    const T* __restrict dy_cell = dy_row + ow * channels;
+    index = 0;
+    for (std::int64_t ih = top; ih < bottom; ++ih) {
+      for (std::int64_t iw = left; iw < right; ++iw, ++index) {
+        T* __restrict dx_cell = dx_image + (ih * g.in_w + iw) * channels;
+        for (std::int64_t ch = 0; ch < channels; ++ch)
+          dx_cell[ch] = winner[ch] == index ? dy_cell[ch] : T(0);
+      }
+    }
+  }
+}
+
+// Max pooling's backward pass where windows do not overlap: each input cell is in at most one
+// window, so dx is written once per cell, dy at its window's first maximum (scan order, as in
+// TensorFlow) and 0 elsewhere, in one pass over x and dy: no forward pass recomputed for an
+// argmax workspace (oneDNN's way) and no scratch memory. With relu_masked, a maximum that is not
+// positive gets 0 as well, which is relu's backward pass on the same cells when x is a relu's
+// output, bit for bit. Work is split by (image, output row).
+template <typename T>
+void max_pool_backward_disjoint(const Window2D& g, const T* dy, const T* x, T* dx,
+                                bool relu_masked) {
+  const std::int64_t cost = g.out_w * g.k_h * g.k_w * g.in_c;
+  parallel_for(g.batch * g.out_h, cost, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<compute_type_t<T>> best(static_cast<std::size_t>(g.in_c));  // (C,)
+    std::vector<std::int32_t> winner(static_cast<std::size_t>(g.in_c));     // (C,)
+    for (std::int64_t unit = begin; unit < end; ++unit) {
+      max_pool_backward_row(g, dy, x, dx, relu_masked, unit / g.out_h, unit % g.out_h, best.data(),
+                            winner.data());
+    }
+  });
+}
+
+// dx = x > 0 ? dx : 0, in place: relu's backward pass after a max pooling backward pass that
+// could not take it in its own loop.
+template <typename T>
+void mask_by_positive(const T* x, T* dx, std::int64_t count) {
+  using C = compute_type_t<T>;
+  parallel_for(count, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      if (!(static_cast<C>(x[i]) > C(0))) dx[i] = T(0);
     }
   });
 }
@@ -267,6 +390,31 @@ void pool_kernel(const KernelContext& c) {
   pool_loops(c, g);
 }
 
+// inputs: dy (N, OH, OW, C), x (N, H, W, C); output dx (N, H, W, C).
+void max_pool_backward_kernel(const KernelContext& c) {
+  const Window2D g = pool_geometry(c);
+  const bool relu_masked = op_attrs<OpKind::max_pool2d_backward>(c.attrs).relu_masked;
+  const bool empty = shape_numel(g.input_shape()) == 0 || shape_numel(g.output_shape()) == 0;
+  const DType dtype = c.inputs[0].dtype();
+  // f64 and f16 keep the loops, the reference this path is tested against.
+  const bool disjoint =
+      windows_are_disjoint(g) && !empty && (dtype == DType::f32 || dtype == DType::bf16);
+  if (!disjoint) pool_kernel(c);
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<compute_type_t<T>>) {
+      const T* dy = static_cast<const T*>(c.inputs[0].raw_data());
+      const T* x = static_cast<const T*>(c.inputs[1].raw_data());
+      T* dx = static_cast<T*>(c.outputs[0].raw_data());
+      if (disjoint) {
+        max_pool_backward_disjoint(g, dy, x, dx, relu_masked);
+      } else if (relu_masked) {
+        mask_by_positive(x, dx, c.inputs[1].numel());
+      }
+    }
+  });
+}
+
 // (N, H, W, C) -> (N, C): the mean over each image's cells, summed in the compute type.
 void global_avg_pool_kernel(const KernelContext& c) {
   const Tensor& x = c.inputs[0];
@@ -302,10 +450,9 @@ void global_avg_pool_kernel(const KernelContext& c) {
 
 void register_pool_kernels(KernelTable& table) {
   const std::uint32_t floating = floating_dtypes_mask();
-  for (OpKind kind : {OpKind::max_pool2d, OpKind::max_pool2d_backward, OpKind::avg_pool2d,
-                      OpKind::avg_pool2d_backward}) {
+  for (OpKind kind : {OpKind::max_pool2d, OpKind::avg_pool2d, OpKind::avg_pool2d_backward})
     table.set(kind, pool_kernel, floating);
-  }
+  table.set(OpKind::max_pool2d_backward, max_pool_backward_kernel, floating);
   table.set(OpKind::global_avg_pool2d, global_avg_pool_kernel, floating);
 }
 

@@ -131,6 +131,8 @@ void run_pool_backward(const KernelContext& c) {
   const Tensor& dy = c.inputs[0];
   const Tensor& dx = c.outputs[0];
   const bool max_pool = c.kind == OpKind::max_pool2d_backward;
+  TANDEM_ASSERT(!max_pool || !op_attrs<OpKind::max_pool2d_backward>(c.attrs).relu_masked,
+                "max_pool2d_backward with a fused relu mask reached the CUDA backend");
   const Shape input_shape = max_pool
                                 ? c.inputs[1].shape()
                                 : Shape(op_attrs<OpKind::avg_pool2d_backward>(c.attrs).input_shape);

@@ -634,6 +634,24 @@ void pool_cases(CaseList& list) {
            },
        .run = [pool](const Inputs& x) { return Outputs{max_pool2d_backward(x[0], x[1], pool)}; },
        .compare_gradients = false});
+  // relu's backward pass fused into max pooling's (a compiled step's fusion pass forms it on
+  // the CPU): windows whose maximum is not positive pass nothing.
+  const Pool2DOptions pool2x2{{2, 2}, {2, 2}, Padding::valid};
+  list.add({.op = K::max_pool2d_backward,
+            .name = "2x2_relu_masked",
+            .inputs =
+                [](InputMaker& in) {
+                  const Shape shape = image_shape(in, 4, 7);
+                  const Shape pooled{shape[0], window_extent(shape[1], 2, 2, 1, Padding::valid),
+                                     window_extent(shape[2], 2, 2, 1, Padding::valid), shape[3]};
+                  return Inputs{in.uniform(pooled), in.distinct(shape, {1, 2})};
+                },
+            .run =
+                [pool2x2](const Inputs& x) {
+                  return Outputs{call_op(K::max_pool2d_backward, x,
+                                         make_op_attrs<K::max_pool2d_backward>({pool2x2, true}))};
+                },
+            .compare_gradients = false});
   list.add({.op = K::avg_pool2d_backward,
             .name = "3x3_stride2_same",
             .instance =
