@@ -22,7 +22,7 @@ struct SgdStep {
 };
 
 template <typename T, typename C>
-void sgd_range(T* __restrict param, const T* __restrict grad, T* __restrict velocity,
+TANDEM_VECTOR_CLONES void sgd_range(T* __restrict param, const T* __restrict grad, T* __restrict velocity,
                std::int64_t begin, std::int64_t end, SgdStep<C> step) {
   if (velocity == nullptr) {
     for (std::int64_t i = begin; i < end; ++i) {
@@ -74,7 +74,7 @@ struct AdamStep {
 };
 
 template <typename T, typename C>
-void adam_range(T* __restrict param, const T* __restrict grad, T* __restrict m, T* __restrict v,
+TANDEM_VECTOR_CLONES void adam_range(T* __restrict param, const T* __restrict grad, T* __restrict m, T* __restrict v,
                 std::int64_t begin, std::int64_t end, AdamStep<C> step) {
   for (std::int64_t i = begin; i < end; ++i) {
     const C g = static_cast<C>(grad[i]);
