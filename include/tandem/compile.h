@@ -100,6 +100,8 @@ StepSignature input_signature(const std::vector<Tensor>& inputs);
 // Where compile messages go (recompiles and the warning about them): standard error unless set.
 using CompileLog = std::function<void(const std::string& line)>;
 void set_compile_log(CompileLog log);
+// Writes `line` where compile messages go (fit's note that a step runs eagerly, say).
+void write_compile_log(const std::string& line);
 
 // The compiled versions of one step, by signature. A compile after the first is logged with
 // what changed; at the third, a warning says that recompiling costs a trace each time and what

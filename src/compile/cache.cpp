@@ -56,6 +56,10 @@ void set_compile_log(CompileLog log) {
   compile_log() = log ? std::move(log) : CompileLog(write_to_stderr);
 }
 
+void write_compile_log(const std::string& line) {
+  log_line(line);
+}
+
 StepSignature input_signature(const std::vector<Tensor>& inputs) {
   StepSignature signature;
   for (std::size_t i = 0; i < inputs.size(); ++i) {

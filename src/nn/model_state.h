@@ -40,6 +40,9 @@ struct Model::State {
   // Whether fit runs the training step compiled (CompileOptions::jit_compile), and the compiled
   // versions of it by signature.
   bool jit = false;
+  // jit came from train::default_jit_compile() rather than the caller: a step that cannot be
+  // traced then trains eagerly, said once, instead of being an error.
+  bool jit_by_default = false;
   std::shared_ptr<StepCache> train_steps;
   // fit's running mean of the epoch's loss; here rather than in fit so a checkpoint can keep it.
   train::Mean epoch_loss{"loss"};

@@ -180,16 +180,28 @@ StepSignature train_step_signature(const Model& model, const Tensor& x, const Te
 std::pair<Tensor, Tensor> run_train_step(Model& model, Model::State& state, const Tensor& x,
                                          const Tensor& y, std::vector<Tensor>& variables) {
   if (!state.jit || !model.built()) return train_step(model, state, x, y, variables);
-  CompiledStep step = state.train_steps->get(train_step_signature(model, x, y), [&] {
-    return trace_step("train_step",
-                      [&](const std::vector<Tensor>& inputs) {
-                        auto [y_pred, loss] =
-                            train_step(model, state, inputs[0], inputs[1], variables);
-                        return std::vector<Tensor>{y_pred, loss};
-                      },
-                      {x, y});
-  });
-  std::vector<Tensor> results = step.run({x, y});
+  std::optional<CompiledStep> step;
+  try {
+    step = state.train_steps->get(train_step_signature(model, x, y), [&] {
+      return trace_step("train_step",
+                        [&](const std::vector<Tensor>& inputs) {
+                          auto [y_pred, loss] =
+                              train_step(model, state, inputs[0], inputs[1], variables);
+                          return std::vector<Tensor>{y_pred, loss};
+                        },
+                        {x, y});
+    });
+  } catch (const Error& error) {
+    // Tracing runs nothing, so the eager step starts from the same state. Where the caller
+    // asked for a compiled step, that it cannot be is an error (naming the op and why).
+    if (!state.jit_by_default) throw;
+    state.jit = false;
+    write_compile_log("tandem: the training step runs eagerly: it could not be compiled (" +
+                      std::string(error.what()) +
+                      "); jit_compile = true (tandem train --jit on) makes this an error");
+    return train_step(model, state, x, y, variables);
+  }
+  std::vector<Tensor> results = step->run({x, y});
   return {std::move(results[0]), std::move(results[1])};
 }
 
@@ -262,9 +274,11 @@ void Model::compile(const train::CompileOptions& options) {
   state.loss = options.loss.get();
   state.metrics = std::move(metrics);
   state.distribution = std::move(distribution);
+  const Device device = state.distribution ? state.distribution->input_device() : Device::cpu();
   state.jit = untraceable.empty() &&
               !(state.distribution && state.distribution->compiles_steps()) &&
-              options.jit_compile.value_or(train::default_jit_compile());
+              options.jit_compile.value_or(train::default_jit_compile(device));
+  state.jit_by_default = !options.jit_compile.has_value();
   state.train_steps = std::make_shared<StepCache>("train_step");
 }
 
@@ -272,8 +286,8 @@ void Model::compile(const train::CompileOptions& options) {
 
 namespace tandem::train {
 
-bool default_jit_compile() {
-  return false;
+bool default_jit_compile(const Device& device) {
+  return device.type == DeviceType::cpu;
 }
 
 }  // namespace tandem::train

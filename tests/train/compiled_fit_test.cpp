@@ -198,5 +198,54 @@ TEST(CompiledFitCache, AStepThatCannotBeCompiledSaysWhy) {
   EXPECT_FALSE(model.jit_compiled());
 }
 
+// A loss with host control flow on a value (clipped when the batch's loss is large): it cannot
+// be traced, since the graph would freeze one branch.
+class HostClippedLoss final : public train::Loss {
+ public:
+  Tensor operator()(const Tensor& y_true, const Tensor& y_pred) const override {
+    const Tensor loss = train::SparseCategoricalCrossentropy(true)(y_true, y_pred);
+    return loss.item() > 100.0 ? loss * 0.0 : loss;
+  }
+  std::string name() const override { return "host_clipped"; }
+};
+
+// Under the default, a step that cannot be traced trains eagerly, said once, with the eager
+// step's results; asked for explicitly, it is an error naming the op and --jit off.
+TEST(CompiledFitCache, ADefaultStepThatCannotBeTracedTrainsEagerlyAndSaysSo) {
+  Generator generator(11);
+  const Tensor x = random_uniform({48, 8, 8, 1}, -1.0, 1.0, DType::f32, generator);
+  const Tensor y = Tensor::zeros({48}, DType::i32);
+  const auto trained = [&](std::optional<bool> jit) {
+    manual_seed(12);
+    nn::Model model = nn::zoo::build("mlp", {8, 8, 1}, 2);
+    model.compile({.optimizer = train::Adam(1e-2), .loss = HostClippedLoss(), .jit_compile = jit});
+    EXPECT_EQ(model.jit_compiled(), jit.value_or(true));
+    model.fit(x, y, 16, 2, 0.0, false, 0, train::FitOptions{.verbose = 0});
+    std::vector<Tensor> weights;
+    for (const Tensor& weight : model.weights())
+      weights.push_back(weight.clone());
+    return std::pair{weights, model.jit_compiled()};
+  };
+  std::vector<std::string> messages;
+  set_compile_log([&](const std::string& line) { messages.push_back(line); });
+  const auto [by_default, still_compiled] = trained(std::nullopt);
+  set_compile_log(nullptr);
+  EXPECT_FALSE(still_compiled);
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_NE(messages[0].find("the training step runs eagerly: it could not be compiled"),
+            std::string::npos)
+      << messages[0];
+  EXPECT_NE(messages[0].find("jit_compile = true (tandem train --jit on)"), std::string::npos)
+      << messages[0];
+  const auto [eager, unused] = trained(false);
+  ASSERT_EQ(by_default.size(), eager.size());
+  for (std::size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_EQ(std::memcmp(by_default[i].raw_data(), eager[i].raw_data(), eager[i].nbytes()), 0)
+        << "weight " << i;
+  }
+  const std::string message = error_of<Error>([&] { trained(true); });
+  EXPECT_NE(message.find("--jit off"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace tandem
