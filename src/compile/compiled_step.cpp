@@ -372,7 +372,8 @@ std::string CompiledStep::listing() const {
                      std::to_string(s.traced_nodes) + "; " + std::to_string(s.folded) +
                      " folded, " + std::to_string(s.merged) + " merged, " +
                      std::to_string(s.removed) + " removed, " + std::to_string(s.fused) +
-                     " fused), " + std::to_string(s.host_operands) + " host operands\n";
+                     " fused, " + std::to_string(s.grouped) + " updates grouped), " +
+                     std::to_string(s.host_operands) + " host operands\n";
   text += compile::graph_listing(step.graph);
   text += "memory plan: intermediates in one block of " + mebibytes(s.arena_bytes) + " (" +
           mebibytes(s.unplanned_bytes - s.output_bytes) + " with a buffer each), results " +
@@ -407,7 +408,9 @@ CompiledStep trace_step(const std::string& name, const StepBody& body,
   compile::merge_common_subexpressions(graph, counts);
   compile::remove_dead_nodes(graph, counts);
   compile::fuse_activations(graph, counts);
+  compile::group_optimizer_updates(graph, counts);
   impl->stats.constants = counts.constants;
+  impl->stats.grouped = counts.grouped;
   impl->stats.fused = counts.fused;
   impl->stats.folded = counts.folded;
   impl->stats.merged = counts.merged;

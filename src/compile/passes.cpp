@@ -229,4 +229,92 @@ void fuse_activations(Graph& graph, PassCounts& counts) {
   graph.nodes = std::move(kept);
 }
 
+namespace {
+
+// The lanes of an optimizer update node (1 unless already grouped).
+std::int64_t update_lanes(const Node& node) {
+  return node.kind == OpKind::adam_update ? op_attrs<OpKind::adam_update>(node.attrs).lanes
+                                          : op_attrs<OpKind::sgd_update>(node.attrs).lanes;
+}
+
+// `lanes` set on an update's attributes.
+Attrs with_lanes(const Node& node, std::int64_t lanes) {
+  if (node.kind == OpKind::adam_update) {
+    auto attrs = op_attrs<OpKind::adam_update>(node.attrs);
+    attrs.lanes = lanes;
+    return make_op_attrs<OpKind::adam_update>(attrs);
+  }
+  auto attrs = op_attrs<OpKind::sgd_update>(node.attrs);
+  attrs.lanes = lanes;
+  return make_op_attrs<OpKind::sgd_update>(attrs);
+}
+
+}  // namespace
+
+void group_optimizer_updates(Graph& graph, PassCounts& counts) {
+  if (graph.device.type != DeviceType::cpu) return;
+  // Candidates by what must be equal: op, attributes, schedule value, dtype and input count.
+  std::map<std::string, std::vector<std::size_t>> groups;
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    if ((node.kind != OpKind::adam_update && node.kind != OpKind::sgd_update) ||
+        update_lanes(node) != 1) {
+      continue;
+    }
+    const Value& param = graph.values[static_cast<std::size_t>(node.inputs[0])];
+    const std::string key = std::string(op_name(node.kind)) + " " + node.attrs.str() +
+                            " schedule %" + std::to_string(node.inputs[2]) + " " +
+                            dtype_name(param.meta.dtype) + " " + std::to_string(node.inputs.size());
+    groups[key].push_back(n);
+  }
+  // The buffers (root values) each node reads or writes.
+  const auto touches = [&](const Node& node, int root) {
+    for (int value : node.inputs)
+      if (graph.root(value) == root) return true;
+    for (int value : node.outputs)
+      if (graph.root(value) == root) return true;
+    return false;
+  };
+  std::vector<bool> removed(graph.nodes.size(), false);
+  std::map<std::size_t, Node> grouped_at;  // node index -> the multi-tensor node replacing it
+  for (auto& [key, members] : groups) {
+    if (members.size() < 2) continue;
+    const std::size_t place = members.back();
+    std::vector<std::size_t> movable;
+    for (const std::size_t n : members) {
+      bool safe = true;
+      for (std::size_t between = n + 1; between < place && safe; ++between) {
+        if (std::find(members.begin(), members.end(), between) != members.end()) continue;
+        for (int output : graph.nodes[n].outputs)
+          safe = safe && !touches(graph.nodes[between], graph.root(output));
+      }
+      if (safe) movable.push_back(n);
+    }
+    if (movable.size() < 2) continue;
+    Node group = graph.nodes[place];
+    group.inputs.clear();
+    group.outputs.clear();
+    for (const std::size_t n : movable) {
+      const Node& member = graph.nodes[n];
+      group.inputs.insert(group.inputs.end(), member.inputs.begin(), member.inputs.end());
+      group.outputs.insert(group.outputs.end(), member.outputs.begin(), member.outputs.end());
+      removed[n] = true;
+    }
+    const auto lanes = static_cast<std::int64_t>(movable.size());
+    group.attrs = with_lanes(group, lanes);
+    group.label = std::string(op_name(group.kind)) + " x" + std::to_string(lanes);
+    grouped_at.emplace(movable.back(), std::move(group));
+    counts.grouped += movable.size();
+  }
+  std::vector<Node> kept;
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (const auto found = grouped_at.find(n); found != grouped_at.end()) {
+      kept.push_back(std::move(found->second));
+    } else if (!removed[n]) {
+      kept.push_back(std::move(graph.nodes[n]));
+    }
+  }
+  graph.nodes = std::move(kept);
+}
+
 }  // namespace tandem::compile

@@ -12,6 +12,7 @@ struct PassCounts {
   std::size_t merged = 0;     // nodes that repeated an earlier one
   std::size_t removed = 0;    // nodes whose results nothing used
   std::size_t fused = 0;      // activations folded into the node that made their input
+  std::size_t grouped = 0;    // optimizer updates merged into multi-tensor ones
 };
 
 // A capture that nothing outside the graph holds (no other handle, no view of its storage), that
@@ -31,5 +32,12 @@ void remove_dead_nodes(Graph& graph, PassCounts& counts);
 // with rounding to the storage type). Likewise relu's backward pass after max pooling's, over the
 // same relu output, becomes the pooling's mask (MaxPool2DBackwardAttrs::relu_masked).
 void fuse_activations(Graph& graph, PassCounts& counts);
+// On the CPU, the optimizer's updates of one op, options, schedule and dtype (every weight's
+// Adam step, say) become one multi-tensor update (SgdUpdateAttrs/AdamUpdateAttrs::lanes): one
+// parallel region over all their tensors, split evenly across the threads, instead of one per
+// tensor, in which the small ones run on one thread. It takes the place of the last of them; an
+// update whose buffers a node between it and that place touches keeps its own node. The
+// results are the same bits (each element is updated by the same formula).
+void group_optimizer_updates(Graph& graph, PassCounts& counts);
 
 }  // namespace tandem::compile

@@ -81,6 +81,10 @@ bool is_phase(SpanKind kind) {
 const char* shown_name(OpKind kind, const Attrs& attrs) {
   if (kind == OpKind::conv2d && op_attrs<OpKind::conv2d>(attrs).fused_relu) return "conv2d+relu";
   if (kind == OpKind::matmul && op_attrs<OpKind::matmul>(attrs).fused_relu) return "matmul+relu";
+  if ((kind == OpKind::adam_update && op_attrs<OpKind::adam_update>(attrs).lanes > 1) ||
+      (kind == OpKind::sgd_update && op_attrs<OpKind::sgd_update>(attrs).lanes > 1)) {
+    return kind == OpKind::adam_update ? "adam_update (multi-tensor)" : "sgd_update (multi-tensor)";
+  }
   if (kind == OpKind::max_pool2d_backward &&
       op_attrs<OpKind::max_pool2d_backward>(attrs).relu_masked) {
     return "max_pool2d_backward+relu_backward";

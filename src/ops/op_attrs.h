@@ -91,6 +91,17 @@ struct DropoutAttrs {
   double rate = 0.0;  // the Philox key and counter are the op's second input, not attributes
 };
 
+// An optimizer update's attributes. lanes > 1 is a compiled step's multi-tensor update, made
+// by its grouping pass, never by the wrappers: `lanes` updates with these options and one
+// schedule, their inputs and outputs concatenated lane after lane (each lane's own schedule
+// input is that same schedule).
+struct SgdUpdateAttrs : SgdOptions {
+  std::int64_t lanes = 1;
+};
+struct AdamUpdateAttrs : AdamOptions {
+  std::int64_t lanes = 1;
+};
+
 struct AllReduceAttrs {
   std::int64_t replicas = 1;
 };
@@ -190,17 +201,20 @@ constexpr auto attr_fields(std::type_identity<DropoutAttrs>) {
 constexpr auto attr_fields(std::type_identity<AllReduceAttrs>) {
   return std::tuple{AttrField{"replicas", &AllReduceAttrs::replicas}};
 }
-constexpr auto attr_fields(std::type_identity<SgdOptions>) {
-  return std::tuple{AttrField{"momentum", &SgdOptions::momentum},
-                    AttrField{"nesterov", &SgdOptions::nesterov},
-                    AttrField{"weight_decay", &SgdOptions::weight_decay}};
+constexpr auto attr_fields(std::type_identity<SgdUpdateAttrs>) {
+  using A = SgdUpdateAttrs;
+  return std::tuple{AttrField<A, double>{"momentum", &A::momentum},
+                    AttrField<A, bool>{"nesterov", &A::nesterov},
+                    AttrField<A, double>{"weight_decay", &A::weight_decay},
+                    AttrField<A, std::int64_t>{"lanes", &A::lanes}};
 }
-constexpr auto attr_fields(std::type_identity<AdamOptions>) {
-  using A = AdamOptions;
+constexpr auto attr_fields(std::type_identity<AdamUpdateAttrs>) {
+  using A = AdamUpdateAttrs;
   return std::tuple{AttrField<A, double>{"beta1", &A::beta1},
                     AttrField<A, double>{"beta2", &A::beta2},
                     AttrField<A, double>{"epsilon", &A::epsilon},
-                    AttrField<A, double>{"weight_decay", &A::weight_decay}};
+                    AttrField<A, double>{"weight_decay", &A::weight_decay},
+                    AttrField<A, std::int64_t>{"lanes", &A::lanes}};
 }
 
 // Which attributes each op takes; an op not listed takes none.
@@ -243,8 +257,8 @@ TANDEM_OP_ATTRS(slice, SliceAttrs)
 TANDEM_OP_ATTRS(pad, PadAttrs)
 TANDEM_OP_ATTRS(cast, CastAttrs)
 TANDEM_OP_ATTRS(dropout, DropoutAttrs)
-TANDEM_OP_ATTRS(sgd_update, SgdOptions)
-TANDEM_OP_ATTRS(adam_update, AdamOptions)
+TANDEM_OP_ATTRS(sgd_update, SgdUpdateAttrs)
+TANDEM_OP_ATTRS(adam_update, AdamUpdateAttrs)
 TANDEM_OP_ATTRS(all_reduce, AllReduceAttrs)
 #undef TANDEM_OP_ATTRS
 

@@ -99,13 +99,46 @@ std::vector<TensorMeta> infer_adam_update(const char* op, std::span<const Tensor
   return {in[0], in[3], in[4]};
 }
 
+// The lanes of a multi-tensor update (one for a plain update), from its attributes.
+template <OpKind Kind>
+std::int64_t lanes_of(const Attrs& attrs) {
+  return op_attrs<Kind>(attrs).lanes;
+}
+
 // Per element: SGD reads param and grad (and velocity) and writes them back; Adam reads four
-// tensors and writes three.
-template <int kFlops>
-OpCost update_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out, const Attrs&) {
-  std::vector<TensorMeta> tensors(in.begin(), in.end());
-  tensors.erase(tensors.begin() + 2);  // the schedule's 16 bytes are not per element
-  return elementwise_cost(tensors, out.first(1), kFlops);
+// tensors and writes three. A multi-tensor update costs the sum of its lanes.
+template <OpKind Kind, int kFlops>
+OpCost update_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
+                   const Attrs& attrs) {
+  const auto lanes = static_cast<std::size_t>(lanes_of<Kind>(attrs));
+  const std::size_t inputs = in.size() / lanes;
+  const std::size_t outputs = out.size() / lanes;
+  OpCost total;
+  for (std::size_t lane = 0; lane < lanes; ++lane) {
+    std::vector<TensorMeta> tensors(in.begin() + static_cast<std::ptrdiff_t>(lane * inputs),
+                                    in.begin() + static_cast<std::ptrdiff_t>((lane + 1) * inputs));
+    tensors.erase(tensors.begin() + 2);  // the schedule's 16 bytes are not per element
+    const OpCost cost = elementwise_cost(tensors, out.subspan(lane * outputs, 1), kFlops);
+    total.flops += cost.flops;
+    total.bytes += cost.bytes;
+  }
+  return total;
+}
+
+// A multi-tensor update lowers lane by lane, with `lower` the rule for one.
+template <OpKind Kind, auto lower>
+std::vector<StablehloValue> lower_lanes(StablehloEmitter& emit, std::span<const StablehloValue> in,
+                                        std::span<const TensorMeta> out, const Attrs& attrs) {
+  const auto lanes = static_cast<std::size_t>(lanes_of<Kind>(attrs));
+  const std::size_t inputs = in.size() / lanes;
+  const std::size_t outputs = out.size() / lanes;
+  std::vector<StablehloValue> results;
+  for (std::size_t lane = 0; lane < lanes; ++lane) {
+    for (StablehloValue& result : lower(emit, in.subspan(lane * inputs, inputs),
+                                        out.subspan(lane * outputs, outputs), attrs))
+      results.push_back(std::move(result));
+  }
+  return results;
 }
 
 // The updates lowered as the kernels compute them: in the compute type (f32 for the 16-bit
@@ -208,10 +241,22 @@ std::vector<StablehloValue> lower_adam_update(StablehloEmitter& emit,
 
 std::vector<OpDef> define_optimizer_ops() {
   return op_family<k_optimizer_ops>(
-      OpRules<OpKind::sgd_update>{
-          3, 4, infer_sgd_update, nullptr, update_cost<5>, lower_sgd_update, {0, 3}, true},
-      OpRules<OpKind::adam_update>{
-          5, 5, infer_adam_update, nullptr, update_cost<12>, lower_adam_update, {0, 3, 4}, true});
+      OpRules<OpKind::sgd_update>{3,
+                                  4,
+                                  infer_sgd_update,
+                                  nullptr,
+                                  update_cost<OpKind::sgd_update, 5>,
+                                  lower_lanes<OpKind::sgd_update, lower_sgd_update>,
+                                  {0, 3},
+                                  true},
+      OpRules<OpKind::adam_update>{5,
+                                   5,
+                                   infer_adam_update,
+                                   nullptr,
+                                   update_cost<OpKind::adam_update, 12>,
+                                   lower_lanes<OpKind::adam_update, lower_adam_update>,
+                                   {0, 3, 4},
+                                   true});
 }
 
 Tensor update_schedule(double learning_rate, std::int64_t step, Device device) {
@@ -228,7 +273,7 @@ Tensor update_schedule(double learning_rate, std::int64_t step, Device device) {
 
 void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const Tensor& schedule,
                 const SgdOptions& options) {
-  const Attrs attrs = make_op_attrs<OpKind::sgd_update>(options);
+  const Attrs attrs = make_op_attrs<OpKind::sgd_update>({options});
   // Without momentum the velocity plays no part (and may be undefined).
   if (options.momentum != 0.0 && !velocity.defined()) {
     throw InvalidArgument("sgd_update: momentum " + std::to_string(options.momentum) +
@@ -245,7 +290,7 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const Tenso
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const Tensor& schedule,
                  const AdamOptions& options) {
   call_op(OpKind::adam_update, {param, grad, schedule, m, v},
-          make_op_attrs<OpKind::adam_update>(options));
+          make_op_attrs<OpKind::adam_update>({options}));
 }
 
 }  // namespace tandem

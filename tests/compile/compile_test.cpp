@@ -213,6 +213,85 @@ TEST(CompiledStep, ReadsWeightsByReferenceAndUpdatesThemInPlace) {
   expect_identical(w_compiled, w_eager, "weights after set_data");
 }
 
+// One Adam step of three weights whose sizes split unevenly across threads and lanes, through
+// `weights` and `slots` (m and v per weight).
+Tensor adam_step(const Tensor& input, std::vector<Tensor>& weights, std::vector<Tensor>& slots) {
+  Tensor loss;
+  std::vector<Tensor> gradients;
+  {
+    GradientTape tape;
+    loss = sum(square(matmul(matmul(input, weights[0]) + weights[1], weights[2])));
+    gradients = tape.gradient(loss, weights);
+  }
+  const Tensor schedule = update_schedule(0.01, 3, input.device());  // one for all, as Adam's
+  for (std::size_t i = 0; i < weights.size(); ++i)
+    adam_update(weights[i], gradients[i], slots[2 * i], slots[2 * i + 1], schedule, {});
+  return loss;
+}
+
+// The optimizer's updates of one kind, options and schedule become one multi-tensor update, with
+// the same bits as the eager updates, however the threads split its lanes.
+TEST(CompiledStep, GroupsOptimizerUpdatesIntoOneMultiTensorUpdate) {
+  const Tensor x = uniform({4, 7}, 40);
+  const std::vector<Shape> shapes{{7, 333}, {333}, {333, 5}};
+  std::vector<Tensor> compiled_weights, eager_weights, compiled_slots, eager_slots;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    compiled_weights.push_back(uniform(shapes[i], 41 + i));
+    compiled_weights.back().set_variable(true);
+    eager_weights.push_back(compiled_weights.back().clone());
+    eager_weights.back().set_variable(true);
+    for (int slot = 0; slot < 2; ++slot) {
+      compiled_slots.push_back(uniform(shapes[i], 50 + 2 * i + slot) * uniform(shapes[i], 60));
+      eager_slots.push_back(compiled_slots.back().clone());
+    }
+  }
+  for (Tensor& slot : compiled_slots)
+    slot = square(slot);  // v must not be negative; m may be
+  for (std::size_t i = 0; i < eager_slots.size(); ++i)
+    eager_slots[i] = compiled_slots[i].clone();
+  CompiledStep step =
+      trace_step("adam",
+                 [&](const std::vector<Tensor>& in) {
+                   return std::vector<Tensor>{adam_step(in[0], compiled_weights, compiled_slots)};
+                 },
+                 {x});
+  EXPECT_EQ(step.stats().grouped, 3u) << step.listing();
+  EXPECT_NE(step.listing().find("adam_update x3("), std::string::npos) << step.listing();
+  for (int run = 0; run < 2; ++run) {
+    expect_identical(step.run({x})[0], adam_step(x, eager_weights, eager_slots),
+                     "loss " + std::to_string(run));
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      expect_identical(compiled_weights[i], eager_weights[i], "weight " + std::to_string(i));
+      expect_identical(compiled_slots[2 * i + 1], eager_slots[2 * i + 1], "v " + std::to_string(i));
+    }
+  }
+}
+
+// An update whose weight a later node reads before the last update of its kind stays where it
+// is: moved, that read would see the old weight.
+TEST(CompiledStep, AnUpdateReadBeforeTheOthersIsNotGrouped) {
+  Tensor a = uniform({5}, 70), b = uniform({5}, 71);
+  a.set_variable(true);
+  b.set_variable(true);
+  const auto body = [&](const std::vector<Tensor>& in) {
+    const Tensor schedule = update_schedule(0.5, 1, in[0].device());
+    Tensor none;
+    sgd_update(a, in[0], none, schedule);
+    const Tensor read = sum(a * in[0]);  // reads the updated a
+    sgd_update(b, in[0], none, schedule);
+    return std::vector<Tensor>{read};
+  };
+  const Tensor g = uniform({5}, 72);
+  CompiledStep step = trace_step("interleaved", body, {g});
+  EXPECT_EQ(step.stats().grouped, 0u) << step.listing();
+  const Tensor a_before = a.clone();
+  const Tensor read = step.run({g})[0];
+  Tensor a_eager = a_before.clone();
+  Tensor none;
+  sgd_update(a_eager, g, none, update_schedule(0.5, 1, g.device()));
+  expect_identical(read, sum(a_eager * g), "the read of the updated weight");
+}
+
 TEST(CompiledStep, HostOperandsAreFilledEveryRunInTraceOrder) {
   const Tensor x = uniform({64}, 10);
   Generator compiled_generator(42), eager_generator(42);

@@ -29,7 +29,7 @@ TEST(OpAttrs, StructsRoundTripThroughAttrs) {
   adam.beta1 = 0.25;
   adam.weight_decay = 0.125;
   const AdamOptions adam_read =
-      op_attrs<OpKind::adam_update>(make_op_attrs<OpKind::adam_update>(adam));
+      op_attrs<OpKind::adam_update>(make_op_attrs<OpKind::adam_update>({adam}));
   EXPECT_EQ(adam_read.beta1, 0.25);
   EXPECT_EQ(adam_read.beta2, adam.beta2);
   EXPECT_EQ(adam_read.weight_decay, 0.125);

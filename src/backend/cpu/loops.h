@@ -3,6 +3,7 @@
 // small work (thread start-up costs more than it saves), and broadcast iteration.
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <utility>
@@ -44,6 +45,26 @@ void parallel_for(std::int64_t count, std::int64_t cost_per_item, Body&& body) {
     const std::int64_t end = count * (thread + 1) / thread_count;
     if (begin < end) body(begin, end);
   }
+}
+
+// Calls body(lane, begin, end) over [0, counts[lane]) of every lane, the lanes' elements taken
+// as one range split evenly across the threads (a multi-tensor update: one parallel region for
+// all its tensors, however small each is).
+template <typename Body>
+void parallel_for_lanes(const std::vector<std::int64_t>& counts, std::int64_t cost_per_item,
+                        Body&& body) {
+  std::int64_t total = 0;
+  for (const std::int64_t count : counts)
+    total += count;
+  const auto run_range = [&](std::int64_t begin, std::int64_t end) {
+    std::int64_t start = 0;  // of the lane in the whole range
+    for (std::size_t lane = 0; lane < counts.size() && start < end; ++lane) {
+      const std::int64_t stop = start + counts[lane];
+      if (stop > begin) body(lane, std::max(begin, start) - start, std::min(end, stop) - start);
+      start = stop;
+    }
+  };
+  parallel_for(total, cost_per_item, run_range);
 }
 
 // Iterates an output of shape `out_shape` with up to three broadcast inputs, as rows of the

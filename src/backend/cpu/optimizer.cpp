@@ -2,6 +2,7 @@
 // the inputs). These loops are memory-bound, so they are written to vectorise and run on all
 // threads for large parameters. The formulas are documented in src/ops/optimizer.cpp.
 #include <cmath>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/loops.h"
@@ -22,8 +23,9 @@ struct SgdStep {
 };
 
 template <typename T, typename C>
-TANDEM_VECTOR_CLONES void sgd_range(T* __restrict param, const T* __restrict grad, T* __restrict velocity,
-               std::int64_t begin, std::int64_t end, SgdStep<C> step) {
+TANDEM_VECTOR_CLONES void sgd_range(T* __restrict param, const T* __restrict grad,
+                                    T* __restrict velocity, std::int64_t begin, std::int64_t end,
+                                    SgdStep<C> step) {
   if (velocity == nullptr) {
     for (std::int64_t i = begin; i < end; ++i) {
       const C p = static_cast<C>(param[i]);
@@ -49,17 +51,26 @@ TANDEM_VECTOR_CLONES void sgd_range(T* __restrict param, const T* __restrict gra
   }
 }
 
+// A multi-tensor update (attrs lanes > 1) has each lane's inputs and outputs one after another;
+// all lanes share the options and the schedule.
 template <typename T>
 void sgd_loops(const KernelContext& c) {
   const auto options = op_attrs<OpKind::sgd_update>(c.attrs);
   using C = compute_type_t<T>;
-  T* param = static_cast<T*>(c.outputs[0].raw_data());  // aliases input 0
-  const T* grad = static_cast<const T*>(c.inputs[1].raw_data());
+  const auto lanes = static_cast<std::size_t>(options.lanes);
+  const std::size_t inputs = c.inputs.size() / lanes;
+  const std::size_t outputs = c.outputs.size() / lanes;
   const double learning_rate = c.inputs[2].data<double>()[0];  // the schedule {lr, step}
-  T* velocity = c.outputs.size() == 2 ? static_cast<T*>(c.outputs[1].raw_data()) : nullptr;
   const SgdStep<C> step{static_cast<C>(learning_rate), static_cast<C>(options.momentum),
                         static_cast<C>(options.weight_decay), options.nesterov};
-  parallel_for(c.inputs[0].numel(), 4, [&](std::int64_t begin, std::int64_t end) {
+  std::vector<std::int64_t> counts;
+  for (std::size_t lane = 0; lane < lanes; ++lane)
+    counts.push_back(c.inputs[lane * inputs].numel());
+  parallel_for_lanes(counts, 4, [&](std::size_t lane, std::int64_t begin, std::int64_t end) {
+    T* param = static_cast<T*>(c.outputs[lane * outputs].raw_data());  // aliases input 0
+    const T* grad = static_cast<const T*>(c.inputs[lane * inputs + 1].raw_data());
+    T* velocity =
+        outputs == 2 ? static_cast<T*>(c.outputs[lane * outputs + 1].raw_data()) : nullptr;
     sgd_range(param, grad, velocity, begin, end, step);
   });
 }
@@ -74,8 +85,9 @@ struct AdamStep {
 };
 
 template <typename T, typename C>
-TANDEM_VECTOR_CLONES void adam_range(T* __restrict param, const T* __restrict grad, T* __restrict m, T* __restrict v,
-                std::int64_t begin, std::int64_t end, AdamStep<C> step) {
+TANDEM_VECTOR_CLONES void adam_range(T* __restrict param, const T* __restrict grad, T* __restrict m,
+                                     T* __restrict v, std::int64_t begin, std::int64_t end,
+                                     AdamStep<C> step) {
   for (std::int64_t i = begin; i < end; ++i) {
     const C g = static_cast<C>(grad[i]);
     const C m_old = static_cast<C>(m[i]);
@@ -93,10 +105,6 @@ template <typename T>
 void adam_loops(const KernelContext& c) {
   const auto options = op_attrs<OpKind::adam_update>(c.attrs);
   using C = compute_type_t<T>;
-  T* param = static_cast<T*>(c.outputs[0].raw_data());  // aliases input 0
-  const T* grad = static_cast<const T*>(c.inputs[1].raw_data());
-  T* m = static_cast<T*>(c.outputs[1].raw_data());      // aliases input 3
-  T* v = static_cast<T*>(c.outputs[2].raw_data());      // aliases input 4
   const double* schedule = c.inputs[2].data<double>();  // {learning_rate, step}
   const double learning_rate = schedule[0];
   const double beta1 = options.beta1;
@@ -108,7 +116,16 @@ void adam_loops(const KernelContext& c) {
                          static_cast<C>(1.0 - learning_rate * options.weight_decay),
                          static_cast<C>(1.0 - beta1), static_cast<C>(1.0 - beta2),
                          static_cast<C>(options.epsilon)};
-  parallel_for(c.inputs[0].numel(), 8, [&](std::int64_t begin, std::int64_t end) {
+  const auto lanes = static_cast<std::size_t>(options.lanes);
+  std::vector<std::int64_t> counts;
+  for (std::size_t lane = 0; lane < lanes; ++lane)
+    counts.push_back(c.inputs[lane * 5].numel());
+  parallel_for_lanes(counts, 8, [&](std::size_t lane, std::int64_t begin, std::int64_t end) {
+    // Inputs (param, grad, schedule, m, v), outputs (param, m, v) aliasing inputs 0, 3 and 4.
+    T* param = static_cast<T*>(c.outputs[lane * 3].raw_data());
+    const T* grad = static_cast<const T*>(c.inputs[lane * 5 + 1].raw_data());
+    T* m = static_cast<T*>(c.outputs[lane * 3 + 1].raw_data());
+    T* v = static_cast<T*>(c.outputs[lane * 3 + 2].raw_data());
     adam_range(param, grad, m, v, begin, end, step);
   });
 }

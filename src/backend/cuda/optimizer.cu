@@ -66,6 +66,7 @@ __global__ void adam_kernel(T* param, const T* grad, T* m, T* v, std::int64_t co
 
 void run_sgd(const KernelContext& c) {
   const auto options = op_attrs<OpKind::sgd_update>(c.attrs);
+  TANDEM_ASSERT(options.lanes == 1, "a multi-tensor sgd_update reached the CUDA backend");
   DeviceContext& context = enter(c);
   const std::int64_t count = c.inputs[0].numel();
   if (count == 0) return;
@@ -83,6 +84,7 @@ void run_sgd(const KernelContext& c) {
 
 void run_adam(const KernelContext& c) {
   const auto options = op_attrs<OpKind::adam_update>(c.attrs);
+  TANDEM_ASSERT(options.lanes == 1, "a multi-tensor adam_update reached the CUDA backend");
   DeviceContext& context = enter(c);
   const std::int64_t count = c.inputs[0].numel();
   if (count == 0) return;
