@@ -190,6 +190,9 @@ class ModelCheckpoint final : public train::Callback {
   void on_train_batch_end(std::int64_t batch, const train::Logs& logs) override;
   void on_epoch_end(int epoch, const train::Logs& logs) override;
   void on_train_end(const train::Logs& logs) override;
+  // At the batch ends it checkpoints (every_steps); a run stopped in the middle of an epoch
+  // ends it with on_epoch_end, whose logs are read.
+  bool reads_logs_at_batch_end(std::int64_t batch) const override;
 
   // The manager during fit (nullptr before and after: the folder is unlocked when fit ends).
   CheckpointManager* manager() const { return manager_.get(); }

@@ -178,6 +178,8 @@ struct TensorBoardOptions {
 class TensorBoard final : public train::Callback {
  public:
   bool reads_weights_at_batch_end() const override { return false; }
+  // Every update_freq steps, when it writes the batch_ scalars.
+  bool reads_logs_at_batch_end(std::int64_t batch) const override;
   explicit TensorBoard(TensorBoardOptions options);
   ~TensorBoard() override;
   void on_train_begin(const train::Logs& logs) override;
@@ -384,6 +386,7 @@ class Profiler {
 class ProfilerCallback final : public train::Callback {
  public:
   bool reads_weights_at_batch_end() const override { return false; }
+  bool reads_logs_at_batch_end(std::int64_t) const override { return false; }
   ProfilerCallback(std::shared_ptr<Profiler> profiler, std::int64_t first_step,
                    std::int64_t last_step, std::string trace_path = "",
                    std::ostream* table_out = nullptr);

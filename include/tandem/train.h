@@ -444,6 +444,10 @@ struct TrainingParams {
   std::int64_t examples = 0;    // examples per epoch; 0 or less: not known in advance
 };
 
+// At least every this many steps fit reads the losses and metrics of the steps since the last
+// read (Callback::reads_logs_at_batch_end): a bound on what the unread steps hold.
+inline constexpr std::int64_t kMaxUnreadSteps = 64;
+
 class Callback {
  public:
   virtual ~Callback() = default;
@@ -458,6 +462,12 @@ class Callback {
   // them back to the model before the batch end of such a callback, and otherwise only at the
   // end of each epoch and of training. Callbacks that only read the logs say false.
   virtual bool reads_weights_at_batch_end() const { return true; }
+  // Whether on_train_batch_end of `batch` reads the logs. fit reads the steps' losses and
+  // metrics from their device (a host sync on a GPU) only for a batch end at which some callback
+  // does, at the end of an epoch, and at least every kMaxUnreadSteps steps; the logs given to
+  // a batch end that no callback reads hold the values of the last read. The progress bar reads
+  // them when it redraws, TensorBoard every update_freq steps.
+  virtual bool reads_logs_at_batch_end(std::int64_t batch) const { return true; }
 
   // Set by fit before on_train_begin.
   void set_model(nn::Model* model) { model_ = model; }
@@ -483,6 +493,7 @@ class Callback {
 class History final : public Callback {
  public:
   bool reads_weights_at_batch_end() const override { return false; }
+  bool reads_logs_at_batch_end(std::int64_t) const override { return false; }
   void on_train_begin(const Logs& logs) override;
   void on_epoch_begin(int epoch, const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
@@ -519,6 +530,14 @@ class History final : public Callback {
   void set_warmup_steps(std::int64_t steps) { warmup_steps_ = steps; }
   void record_step(double seconds, std::int64_t examples, double input_wait_seconds = 0.0);
   void record_input_report(std::int64_t skipped, std::string advice);
+  // How many times fit read the steps' losses and metrics from their device, and for how many
+  // steps in all (Callback::reads_logs_at_batch_end).
+  void record_log_read(std::int64_t steps) {
+    ++log_reads_;
+    steps_read_ += steps;
+  }
+  std::int64_t log_reads() const { return log_reads_; }
+  std::int64_t steps_read() const { return steps_read_; }
 
  private:
   std::map<std::string, std::vector<double>> history_;
@@ -531,6 +550,8 @@ class History final : public Callback {
   std::string input_advice_;
   std::int64_t warmup_steps_ = 0;
   double epoch_start_ = 0.0;
+  std::int64_t log_reads_ = 0;
+  std::int64_t steps_read_ = 0;
 };
 
 // Stops training when `monitor` has not improved by more than min_delta for `patience` epochs.
@@ -539,6 +560,7 @@ class History final : public Callback {
 class EarlyStopping final : public Callback {
  public:
   bool reads_weights_at_batch_end() const override { return false; }
+  bool reads_logs_at_batch_end(std::int64_t) const override { return false; }
   explicit EarlyStopping(std::string monitor = "val_loss", double min_delta = 0.0, int patience = 0,
                          std::string mode = "auto", bool restore_best_weights = false);
   void on_train_begin(const Logs& logs) override;
@@ -568,6 +590,7 @@ class EarlyStopping final : public Callback {
 class LearningRateScheduler final : public Callback {
  public:
   bool reads_weights_at_batch_end() const override { return false; }
+  bool reads_logs_at_batch_end(std::int64_t) const override { return false; }
   using ScheduleFn = std::function<double(int epoch, double learning_rate)>;
   explicit LearningRateScheduler(ScheduleFn schedule, int verbose = 0);
   void on_epoch_begin(int epoch, const Logs& logs) override;
@@ -589,6 +612,9 @@ class LambdaCallback final : public Callback {
     std::function<void(std::int64_t, const Logs&)> on_train_batch_end;
   };
   explicit LambdaCallback(Functions functions) : functions_(std::move(functions)) {}
+  bool reads_logs_at_batch_end(std::int64_t) const override {
+    return static_cast<bool>(functions_.on_train_batch_end);
+  }
   void on_train_begin(const Logs& logs) override;
   void on_train_end(const Logs& logs) override;
   void on_epoch_begin(int epoch, const Logs& logs) override;
@@ -609,6 +635,9 @@ class LambdaCallback final : public Callback {
 class ProgressBar final : public Callback {
  public:
   bool reads_weights_at_batch_end() const override { return false; }
+  // When the bar redraws (at most every interval_seconds on a terminal; never mid-epoch
+  // elsewhere).
+  bool reads_logs_at_batch_end(std::int64_t batch) const override;
   // interactive: redraw in place; nullopt asks whether `out` is std::cout on a terminal.
   explicit ProgressBar(int verbose = 1, std::ostream* out = nullptr,
                        std::optional<bool> interactive = std::nullopt,

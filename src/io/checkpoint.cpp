@@ -690,6 +690,13 @@ void ModelCheckpoint::on_epoch_begin(int epoch, const train::Logs&) {
   batches_done_.reset();
 }
 
+bool ModelCheckpoint::reads_logs_at_batch_end(std::int64_t batch) const {
+  const std::int64_t steps = params().steps;
+  const bool epoch_end_follows = options_.every_epoch && batch + 1 == steps;
+  return options_.every_steps > 0 && (epoch_ * steps + batch + 1) % options_.every_steps == 0 &&
+         !epoch_end_follows;
+}
+
 void ModelCheckpoint::on_train_batch_end(std::int64_t batch, const train::Logs& logs) {
   const std::int64_t steps = params().steps;
   const TrainingPosition position{epoch_, batch + 1, epoch_ * steps + batch + 1};

@@ -168,6 +168,12 @@ void TensorBoard::on_train_batch_begin(std::int64_t, const train::Logs&) {
   state_->interval.wait_seconds += wait;
 }
 
+bool TensorBoard::reads_logs_at_batch_end(std::int64_t) const {
+  const State& state = *state_;
+  const std::int64_t every = state.options.update_freq;
+  return every > 0 && (state.global_step + 1) % every == 0 && logging();
+}
+
 void TensorBoard::on_train_batch_end(std::int64_t batch, const train::Logs& logs) {
   State& state = *state_;
   const double now = train::detail::steady_seconds();

@@ -252,6 +252,11 @@ void ProgressBar::on_epoch_begin(int epoch, const Logs&) {
   state.steps_done = 0;
 }
 
+bool ProgressBar::reads_logs_at_batch_end(std::int64_t) const {
+  const State& state = *state_;
+  return state.bar && state.bar->draws();
+}
+
 void ProgressBar::on_train_batch_end(std::int64_t batch, const Logs& logs) {
   State& state = *state_;
   if (!state.bar) return;

@@ -1,6 +1,7 @@
 // Model's training methods: compile, the training step under a gradient tape, fit's epoch loop
 // with callbacks and step timing, evaluate and predict. They belong to nn::Model (as in Keras)
 // but live here, above the nn layer, because they use losses, metrics and optimizers.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -116,6 +117,14 @@ void reset_metrics(Model::State& state) {
   for (const auto& metric : state.metrics)
     metric->reset_state();
 }
+
+// A training step whose loss and metrics fit has not read from their device yet.
+struct UnreadStep {
+  Tensor loss;
+  Tensor labels;
+  Tensor y_pred;
+  std::int64_t examples = 0;
+};
 
 // Loss and metric results under their log keys.
 void write_logs(const Model::State& state, double loss, Logs& logs) {
@@ -434,6 +443,20 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
     }
     std::int64_t step = skipped;
     double step_start = now_seconds();
+    // The steps whose loss and metrics have not been read yet: reading them is a host sync on a
+    // GPU, so it waits until a callback reads the logs (in step order, so the running values
+    // are those of one read per step).
+    std::vector<UnreadStep> unread;
+    const auto read_steps = [&] {
+      for (const UnreadStep& done : unread) {
+        loss_tracker.update_state(done.loss.item(), static_cast<double>(done.examples));
+        for (const auto& metric : state.metrics)
+          metric->update_state(done.labels, done.y_pred);
+      }
+      if (!unread.empty()) history->record_log_read(static_cast<std::int64_t>(unread.size()));
+      unread.clear();
+      write_logs(state, loss_tracker.result(), logs);
+    };
     while (std::optional<data::Batch> batch = train::next_batch(*batches)) {
       const double input_wait = now_seconds() - step_start;
       for (const auto& callback : callbacks)
@@ -444,10 +467,13 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
                    : run_train_step(*this, state, batch->features, batch->labels, variables);
       });
       const std::int64_t examples = batch->features.dim(0);
-      loss_tracker.update_state(loss.item(), static_cast<double>(examples));
-      for (const auto& metric : state.metrics)
-        metric->update_state(batch->labels, y_pred);
-      write_logs(state, loss_tracker.result(), logs);
+      unread.push_back({loss, batch->labels, y_pred, examples});
+      const bool logs_read =
+          static_cast<std::int64_t>(unread.size()) >= train::kMaxUnreadSteps ||
+          std::any_of(callbacks.begin(), callbacks.end(), [&](const auto& callback) {
+            return callback->reads_logs_at_batch_end(step);
+          });
+      if (logs_read) read_steps();
       if (state.distribution && reads_weights_each_batch) state.distribution->weights_to_host();
       for (const auto& callback : callbacks)
         callback->on_train_batch_end(step, logs);
@@ -461,7 +487,7 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
       throw InvalidArgument(label(state) + ".fit: the dataset yielded no batch in epoch " +
                             std::to_string(epoch));
     }
-    write_logs(state, loss_tracker.result(), logs);
+    read_steps();
     if (state.distribution) state.distribution->weights_to_host();
     const data::PassReport input = batches->report();
     history->record_input_report(input.skipped, input.advice);

@@ -116,6 +116,11 @@ std::string ProgressBar::summary_line(std::int64_t current,
          format_time_per_step(seconds_per_step(current, now)) + metrics_text(values);
 }
 
+bool ProgressBar::draws() const {
+  return verbose_ == 1 && interactive_ &&
+         (last_draw_ < 0.0 || clock_() - last_draw_ >= interval_seconds_);
+}
+
 void ProgressBar::update(std::int64_t current, const std::map<std::string, double>& values,
                          bool finalize) {
   const double now = clock_();

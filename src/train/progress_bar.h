@@ -29,6 +29,8 @@ class ProgressBar {
   // `current` steps are done; `values` (shown sorted by name) are the running metrics.
   void update(std::int64_t current, const std::map<std::string, double>& values,
               bool finalize = false);
+  // Whether update without finalize would draw now.
+  bool draws() const;
 
  private:
   double seconds_per_step(std::int64_t current, double now) const;

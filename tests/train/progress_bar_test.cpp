@@ -68,6 +68,27 @@ TEST(ProgressBar, InteractiveRedrawsInPlaceAtMostEveryInterval) {
   EXPECT_NE(early.find("  1/469"), std::string::npos) << early;
 }
 
+// draws() says ahead of update() whether it would draw (fit reads the logs only then).
+TEST(ProgressBar, SaysWhetherItWouldDrawNow) {
+  FakeClock time;
+  std::ostringstream out;
+  ProgressBar live(469, 1, out, /*interactive=*/true, 0.1, time.clock());
+  EXPECT_TRUE(live.draws());  // nothing drawn yet
+  time.now = 0.1;
+  live.update(1, kLogs);
+  time.now = 0.15;
+  EXPECT_FALSE(live.draws());
+  const std::size_t before = out.str().size();
+  live.update(2, kLogs);
+  EXPECT_EQ(out.str().size(), before);
+  time.now = 0.2;
+  EXPECT_TRUE(live.draws());
+  ProgressBar file(469, 1, out, /*interactive=*/false, 0.1, time.clock());
+  EXPECT_FALSE(file.draws());  // only the finished line, from the epoch's logs
+  ProgressBar summary(469, 2, out, false, 0.1, time.clock());
+  EXPECT_FALSE(summary.draws());
+}
+
 TEST(ProgressBar, PartialBarShowsTheTimeLeft) {
   FakeClock time;
   std::ostringstream out;
