@@ -39,8 +39,7 @@ struct JobResult {
 std::string job_environment() {
   const char* options = std::getenv("ASAN_OPTIONS");
   if (options == nullptr) return "";
-  return "env ASAN_OPTIONS=" + shell_quote(std::string(options) + ":fast_unwind_on_malloc=0") +
-         " ";
+  return "env ASAN_OPTIONS=" + shell_quote(std::string(options) + ":fast_unwind_on_malloc=0") + " ";
 }
 
 // Runs a shell command under `timeout` (a hang shows up as status 124).
@@ -48,10 +47,10 @@ JobResult run_job(const std::string& command, int limit_seconds) {
   ScratchDir scratch;
   const std::string output = scratch.file("output");
   const auto start = std::chrono::steady_clock::now();
-  const int raw = std::system(("timeout -k 5 " + std::to_string(limit_seconds) + " " +
-                               job_environment() + command +
-                               " >" + shell_quote(output) + " 2>&1 </dev/null")
-                                  .c_str());
+  const int raw =
+      std::system(("timeout -k 5 " + std::to_string(limit_seconds) + " " + job_environment() +
+                   command + " >" + shell_quote(output) + " 2>&1 </dev/null")
+                      .c_str());
   JobResult result;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
