@@ -49,6 +49,8 @@ namespace tandem {
 #define TANDEM_OPS_optimizer(X) X(sgd_update) X(adam_update)
 // collectives across the replicas of a data-parallel XLA program
 #define TANDEM_OPS_collective(X) X(all_reduce)
+// a chain of element-wise ops as one loop (formed by a compiled step's fusion pass)
+#define TANDEM_OPS_fused(X) X(fused_elementwise)
 
 // The families in table order: F(family, X) for each.
 #define TANDEM_OP_FAMILIES(F, X)                                                             \
@@ -57,7 +59,7 @@ namespace tandem {
   F(gather, X)                                                                               \
   F(linalg, X)                                                                               \
   F(conv, X) F(pool, X) F(norm, X) F(layer_norm, X) F(softmax, X) F(layout, X) F(dropout, X) \
-      F(loss, X) F(optimizer, X) F(collective, X)
+      F(loss, X) F(optimizer, X) F(collective, X) F(fused, X)
 #define TANDEM_OPS_OF_FAMILY(family, X) TANDEM_OPS_##family(X)
 // X(op) for every op, in table order.
 #define TANDEM_OPS(X) TANDEM_OP_FAMILIES(TANDEM_OPS_OF_FAMILY, X)

@@ -408,6 +408,7 @@ CompiledStep trace_step(const std::string& name, const StepBody& body,
   compile::merge_common_subexpressions(graph, counts);
   compile::remove_dead_nodes(graph, counts);
   compile::fuse_activations(graph, counts);
+  compile::fuse_elementwise_chains(graph, counts);
   compile::group_optimizer_updates(graph, counts);
   impl->stats.constants = counts.constants;
   impl->stats.grouped = counts.grouped;

@@ -1,9 +1,11 @@
 #include "compile/passes.h"
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
 #include "ops/backend.h"
+#include "ops/fused.h"
 #include "ops/op_attrs.h"
 
 namespace tandem::compile {
@@ -178,9 +180,10 @@ void remove_dead_nodes(Graph& graph, PassCounts& counts) {
   graph.nodes = std::move(kept);
 }
 
-void fuse_activations(Graph& graph, PassCounts& counts) {
-  if (graph.device.type != DeviceType::cpu) return;
-  // How many places read each value: node inputs, the step's results, views of it.
+namespace {
+
+// How many places read each value: node inputs, the step's results, views of it.
+std::vector<int> count_readers(const Graph& graph) {
   std::vector<int> readers(graph.values.size(), 0);
   for (const Node& node : graph.nodes)
     for (int input : node.inputs)
@@ -189,10 +192,47 @@ void fuse_activations(Graph& graph, PassCounts& counts) {
     ++readers[static_cast<std::size_t>(output)];
   for (const Value& value : graph.values)
     if (value.alias_of >= 0) ++readers[static_cast<std::size_t>(value.alias_of)];
-  std::unordered_map<int, std::size_t> producer;  // value -> index of the node making it
+  return readers;
+}
+
+// value -> index of the node making it
+std::unordered_map<int, std::size_t> find_producers(const Graph& graph) {
+  std::unordered_map<int, std::size_t> producer;
   for (std::size_t n = 0; n < graph.nodes.size(); ++n)
     for (int output : graph.nodes[n].outputs)
       producer[output] = n;
+  return producer;
+}
+
+// Whether `node` reads or writes the buffer `root` (a root value).
+bool touches(const Graph& graph, const Node& node, int root) {
+  for (int value : node.inputs)
+    if (graph.root(value) == root) return true;
+  for (int value : node.outputs)
+    if (graph.root(value) == root) return true;
+  return false;
+}
+
+// The nodes left after dropping those marked removed, with `replaced` taking the place of theirs.
+void keep_nodes(Graph& graph, const std::vector<bool>& removed,
+                std::map<std::size_t, Node>& replaced) {
+  std::vector<Node> kept;
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (const auto found = replaced.find(n); found != replaced.end()) {
+      kept.push_back(std::move(found->second));
+    } else if (!removed[n]) {
+      kept.push_back(std::move(graph.nodes[n]));
+    }
+  }
+  graph.nodes = std::move(kept);
+}
+
+}  // namespace
+
+void fuse_activations(Graph& graph, PassCounts& counts) {
+  if (graph.device.type != DeviceType::cpu) return;
+  const std::vector<int> readers = count_readers(graph);
+  std::unordered_map<int, std::size_t> producer = find_producers(graph);
 
   std::vector<bool> removed(graph.nodes.size(), false);
   for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
@@ -223,10 +263,109 @@ void fuse_activations(Graph& graph, PassCounts& counts) {
     removed[n] = true;
     ++counts.fused;
   }
-  std::vector<Node> kept;
-  for (std::size_t n = 0; n < graph.nodes.size(); ++n)
-    if (!removed[n]) kept.push_back(std::move(graph.nodes[n]));
-  graph.nodes = std::move(kept);
+  std::map<std::size_t, Node> replaced;
+  keep_nodes(graph, removed, replaced);
+}
+
+namespace {
+
+// A node the chain pass may take: a correctly rounded element-wise op on floats whose inputs
+// each repeat into its output (fused_elementwise's rule).
+bool chainable(const Graph& graph, const Node& node) {
+  if (!fusible_elementwise(node.kind) || node.outputs.size() != 1) return false;
+  const Value& output = graph.values[static_cast<std::size_t>(node.outputs[0])];
+  if (!is_floating(output.meta.dtype)) return false;
+  for (int input : node.inputs) {
+    const TensorMeta& meta = graph.values[static_cast<std::size_t>(input)].meta;
+    if (meta.dtype != output.meta.dtype || !repeats_into(meta.shape, output.meta.shape))
+      return false;
+  }
+  return true;
+}
+
+// A chain being formed: its nodes in graph order, the last one making its result.
+struct Chain {
+  std::vector<std::size_t> members;
+  std::vector<int> inputs;  // values from outside the chain, each once
+};
+
+}  // namespace
+
+void fuse_elementwise_chains(Graph& graph, PassCounts& counts) {
+  if (graph.device.type != DeviceType::cpu) return;
+  const std::vector<int> readers = count_readers(graph);
+  const std::unordered_map<int, std::size_t> producer = find_producers(graph);
+  std::map<std::size_t, Chain> chain_at;  // the node that ends a chain -> the chain
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    if (!chainable(graph, node)) continue;
+    const Shape& shape = graph.values[static_cast<std::size_t>(node.outputs[0])].meta.shape;
+    Chain chain;
+    std::vector<int> own_inputs;  // this node's inputs that no absorbed chain makes
+    for (int input : node.inputs) {
+      const auto made = producer.find(input);
+      const auto earlier = made == producer.end() ? chain_at.end() : chain_at.find(made->second);
+      bool absorb = earlier != chain_at.end() && readers[static_cast<std::size_t>(input)] == 1 &&
+                    graph.values[static_cast<std::size_t>(input)].meta.shape == shape;
+      if (absorb) {
+        const Chain& other = earlier->second;
+        absorb = chain.members.size() + other.members.size() + 1 <= kMaxFusedInstructions;
+        // Its nodes will run here: no write to the buffers they read may come in between.
+        for (const std::size_t member : other.members)
+          for (std::size_t between = member + 1; between < n && absorb; ++between)
+            if (graph.writes(graph.nodes[between]))
+              for (int read : graph.nodes[member].inputs)
+                absorb = absorb && !touches(graph, graph.nodes[between], graph.root(read));
+      }
+      if (!absorb) {
+        own_inputs.push_back(input);
+        continue;
+      }
+      Chain other = std::move(earlier->second);
+      chain_at.erase(earlier);
+      chain.members.insert(chain.members.end(), other.members.begin(), other.members.end());
+      chain.inputs.insert(chain.inputs.end(), other.inputs.begin(), other.inputs.end());
+    }
+    std::sort(chain.members.begin(), chain.members.end());
+    chain.members.push_back(n);
+    chain.inputs.insert(chain.inputs.end(), own_inputs.begin(), own_inputs.end());
+    std::vector<int> unique_inputs;
+    for (int input : chain.inputs)
+      if (std::find(unique_inputs.begin(), unique_inputs.end(), input) == unique_inputs.end())
+        unique_inputs.push_back(input);
+    if (unique_inputs.size() > kMaxFusedInputs) continue;  // this node starts no chain either
+    chain.inputs = std::move(unique_inputs);
+    chain_at.emplace(n, std::move(chain));
+  }
+
+  std::vector<bool> removed(graph.nodes.size(), false);
+  std::map<std::size_t, Node> replaced;
+  for (const auto& [end, chain] : chain_at) {
+    if (chain.members.size() < 2) continue;
+    // Slots: the chain's inputs, then each member's result in order.
+    std::unordered_map<int, std::int64_t> slot_of;
+    for (std::size_t i = 0; i < chain.inputs.size(); ++i)
+      slot_of[chain.inputs[i]] = static_cast<std::int64_t>(i);
+    std::vector<FusedInstruction> program;
+    for (const std::size_t member : chain.members) {
+      const Node& node = graph.nodes[member];
+      FusedInstruction instruction{node.kind, slot_of.at(node.inputs[0]), -1};
+      if (node.inputs.size() > 1) instruction.b = slot_of.at(node.inputs[1]);
+      slot_of[node.outputs[0]] = static_cast<std::int64_t>(chain.inputs.size() + program.size());
+      program.push_back(instruction);
+      removed[member] = true;
+    }
+    const Node& last = graph.nodes[end];
+    Node fused{OpKind::fused_elementwise,
+               fused_elementwise_attrs(program),
+               chain.inputs,
+               last.outputs,
+               last.phase,
+               fused_label(program)};
+    replaced.emplace(end, std::move(fused));
+    counts.fused += chain.members.size() - 1;
+  }
+  keep_nodes(graph, removed, replaced);
 }
 
 namespace {
@@ -267,14 +406,6 @@ void group_optimizer_updates(Graph& graph, PassCounts& counts) {
                             dtype_name(param.meta.dtype) + " " + std::to_string(node.inputs.size());
     groups[key].push_back(n);
   }
-  // The buffers (root values) each node reads or writes.
-  const auto touches = [&](const Node& node, int root) {
-    for (int value : node.inputs)
-      if (graph.root(value) == root) return true;
-    for (int value : node.outputs)
-      if (graph.root(value) == root) return true;
-    return false;
-  };
   std::vector<bool> removed(graph.nodes.size(), false);
   std::map<std::size_t, Node> grouped_at;  // node index -> the multi-tensor node replacing it
   for (auto& [key, members] : groups) {
@@ -286,7 +417,7 @@ void group_optimizer_updates(Graph& graph, PassCounts& counts) {
       for (std::size_t between = n + 1; between < place && safe; ++between) {
         if (std::find(members.begin(), members.end(), between) != members.end()) continue;
         for (int output : graph.nodes[n].outputs)
-          safe = safe && !touches(graph.nodes[between], graph.root(output));
+          safe = safe && !touches(graph, graph.nodes[between], graph.root(output));
       }
       if (safe) movable.push_back(n);
     }
@@ -306,15 +437,7 @@ void group_optimizer_updates(Graph& graph, PassCounts& counts) {
     grouped_at.emplace(movable.back(), std::move(group));
     counts.grouped += movable.size();
   }
-  std::vector<Node> kept;
-  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
-    if (const auto found = grouped_at.find(n); found != grouped_at.end()) {
-      kept.push_back(std::move(found->second));
-    } else if (!removed[n]) {
-      kept.push_back(std::move(graph.nodes[n]));
-    }
-  }
-  graph.nodes = std::move(kept);
+  keep_nodes(graph, removed, grouped_at);
 }
 
 }  // namespace tandem::compile

@@ -11,7 +11,7 @@ struct PassCounts {
   std::size_t folded = 0;     // nodes evaluated at compile time
   std::size_t merged = 0;     // nodes that repeated an earlier one
   std::size_t removed = 0;    // nodes whose results nothing used
-  std::size_t fused = 0;      // activations folded into the node that made their input
+  std::size_t fused = 0;      // nodes folded into another (activations, element-wise chains)
   std::size_t grouped = 0;    // optimizer updates merged into multi-tensor ones
 };
 
@@ -32,6 +32,13 @@ void remove_dead_nodes(Graph& graph, PassCounts& counts);
 // with rounding to the storage type). Likewise relu's backward pass after max pooling's, over the
 // same relu output, becomes the pooling's mask (MaxPool2DBackwardAttrs::relu_masked).
 void fuse_activations(Graph& graph, PassCounts& counts);
+// On the CPU, chains of correctly rounded element-wise ops (add, mul, relu, relu_backward, ...;
+// ops/fused.h) become one fused_elementwise node: each element goes through the whole chain in
+// registers instead of one pass over memory per op, and the chain's intermediate buffers go. A
+// node joins the chain that makes one of its inputs when nothing else reads that input, it has
+// the same shape, and no in-place write between the chain's nodes and this one touches what
+// they read (they run at the chain's end). Same bits as the ops one by one.
+void fuse_elementwise_chains(Graph& graph, PassCounts& counts);
 // On the CPU, the optimizer's updates of one op, options, schedule and dtype (every weight's
 // Adam step, say) become one multi-tensor update (SgdUpdateAttrs/AdamUpdateAttrs::lanes): one
 // parallel region over all their tensors, split evenly across the threads, instead of one per

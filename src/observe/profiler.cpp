@@ -11,6 +11,8 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -19,6 +21,7 @@
 #include "core/files.h"
 #include "observe/trace.h"
 #include "ops/backend.h"
+#include "ops/fused.h"
 #include "ops/op_attrs.h"
 #include "tandem/runtime.h"
 
@@ -77,8 +80,18 @@ bool is_phase(SpanKind kind) {
   return phase_of(kind) != Phase::other;
 }
 
+// "add+relu (fused)": a fused chain's name, kept for the process (events hold names by pointer;
+// a program has few distinct chains).
+const char* fused_chain_name(const Attrs& attrs, std::size_t inputs) {
+  static std::mutex mutex;
+  static std::set<std::string> names;
+  const std::lock_guard lock(mutex);
+  return names.insert(fused_label(fused_program(attrs, inputs)) + " (fused)").first->c_str();
+}
+
 // A compiled step's fused nodes are shown by what they run ("conv2d+relu"), the rest by name.
-const char* shown_name(OpKind kind, const Attrs& attrs) {
+const char* shown_name(OpKind kind, const Attrs& attrs, std::size_t inputs) {
+  if (kind == OpKind::fused_elementwise) return fused_chain_name(attrs, inputs);
   if (kind == OpKind::conv2d && op_attrs<OpKind::conv2d>(attrs).fused_relu) return "conv2d+relu";
   if (kind == OpKind::matmul && op_attrs<OpKind::matmul>(attrs).fused_relu) return "matmul+relu";
   if ((kind == OpKind::adam_update && op_attrs<OpKind::adam_update>(attrs).lanes > 1) ||
@@ -123,7 +136,7 @@ class ProfilerHook final : public OpObserver {
     event.timer = std::move(op.timer);
     event.thread = thread_index();
     event.kind = kind;
-    event.name = shown_name(kind, attrs);
+    event.name = shown_name(kind, attrs, inputs.size());
     event.phase = state.phases.empty() ? Phase::other : state.phases.back();
     event.device = !outputs.empty()  ? outputs[0].device()
                    : !inputs.empty() ? inputs[0].device()

@@ -105,6 +105,10 @@ struct AdamUpdateAttrs : AdamOptions {
 struct AllReduceAttrs {
   std::int64_t replicas = 1;
 };
+// fused_elementwise's program (ops/fused.h): per instruction its op kind and two operand slots.
+struct FusedElementwiseAttrs {
+  std::vector<std::int64_t> program;
+};
 
 constexpr auto attr_fields(std::type_identity<NoAttrs>) {
   return std::tuple{};
@@ -201,6 +205,9 @@ constexpr auto attr_fields(std::type_identity<DropoutAttrs>) {
 constexpr auto attr_fields(std::type_identity<AllReduceAttrs>) {
   return std::tuple{AttrField{"replicas", &AllReduceAttrs::replicas}};
 }
+constexpr auto attr_fields(std::type_identity<FusedElementwiseAttrs>) {
+  return std::tuple{AttrField{"program", &FusedElementwiseAttrs::program}};
+}
 constexpr auto attr_fields(std::type_identity<SgdUpdateAttrs>) {
   using A = SgdUpdateAttrs;
   return std::tuple{AttrField<A, double>{"momentum", &A::momentum},
@@ -260,6 +267,7 @@ TANDEM_OP_ATTRS(dropout, DropoutAttrs)
 TANDEM_OP_ATTRS(sgd_update, SgdUpdateAttrs)
 TANDEM_OP_ATTRS(adam_update, AdamUpdateAttrs)
 TANDEM_OP_ATTRS(all_reduce, AllReduceAttrs)
+TANDEM_OP_ATTRS(fused_elementwise, FusedElementwiseAttrs)
 #undef TANDEM_OP_ATTRS
 
 template <OpKind Kind>

@@ -75,8 +75,10 @@ TEST(CompiledStep, FusesReluIntoConvolutionsAndProducts) {
   };
   const std::vector<Tensor> inputs{x, filter, bias, uniform({3, 5}, 23)};
   CompiledStep step = trace_step("fusion", body, inputs);
-  EXPECT_EQ(step.stats().fused, 1u) << step.listing();
+  // 1 relu into the convolution, 2 more nodes into the backward chain of square and relu.
+  EXPECT_EQ(step.stats().fused, 3u) << step.listing();
   EXPECT_NE(step.listing().find("conv2d+bias+relu("), std::string::npos) << step.listing();
+  EXPECT_NE(step.listing().find("= relu(%"), std::string::npos) << step.listing();
   const std::vector<Tensor> compiled = step.run(inputs);
   const std::vector<Tensor> eager = body(inputs);
   for (std::size_t i = 0; i < eager.size(); ++i)
@@ -96,7 +98,9 @@ TEST(CompiledStep, FusesReluBackwardIntoMaxPoolingBackward) {
     return std::vector<Tensor>{loss, tape.gradient(loss, {in[1]})[0]};
   };
   CompiledStep step = trace_step("pooling", body, {x, filter});
-  EXPECT_EQ(step.stats().fused, 2u) << step.listing();
+  // relu into the convolution, relu_backward into the pooling's, square's backward (two muls)
+  // into one loop.
+  EXPECT_EQ(step.stats().fused, 3u) << step.listing();
   EXPECT_NE(step.listing().find("max_pool2d_backward+relu_backward("), std::string::npos)
       << step.listing();
   EXPECT_EQ(step.listing().find("= relu_backward("), std::string::npos) << step.listing();
@@ -104,6 +108,55 @@ TEST(CompiledStep, FusesReluBackwardIntoMaxPoolingBackward) {
   const std::vector<Tensor> eager = body({x, filter});
   expect_identical(compiled[0], eager[0], "loss");
   expect_identical(compiled[1], eager[1], "filter gradient");
+}
+
+// A residual block's tail, relu(x * scale + shortcut) + bias, and its gradient: each chain of
+// element-wise ops becomes one loop, with the same bits as eagerly in f32 and bf16 (tensors
+// large enough that the eager ops take oneDNN's kernels).
+TEST(CompiledStep, FusesElementwiseChainsIntoOneLoop) {
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    const std::vector<Tensor> inputs{cast(uniform({64, 300}, 80), dtype),
+                                     cast(uniform({64, 300}, 81), dtype),
+                                     cast(uniform({300}, 82), dtype)};
+    const auto body = [](const std::vector<Tensor>& in) {
+      GradientTape tape;
+      tape.watch(in[0]);
+      const Tensor y = relu(in[0] * 0.5 + in[1]) + in[2];  // (64, 300)
+      const Tensor loss = sum(square(y));
+      return std::vector<Tensor>{loss, tape.gradient(loss, {in[0]})[0]};
+    };
+    CompiledStep step = trace_step("residual", body, inputs);
+    const std::string listing = step.listing();
+    // The relu's output is also read by its backward pass: the bias add stays a node.
+    EXPECT_NE(listing.find("= mul+add+relu("), std::string::npos) << listing;
+    EXPECT_NE(listing.find("relu_backward"), std::string::npos) << listing;
+    EXPECT_GE(step.stats().fused, 4u) << listing;
+    const std::vector<Tensor> compiled = step.run(inputs);
+    const std::vector<Tensor> eager = body(inputs);
+    expect_identical(compiled[0], eager[0], std::string("loss, ") + dtype_name(dtype));
+    expect_identical(compiled[1], eager[1], std::string("gradient, ") + dtype_name(dtype));
+  }
+}
+
+// A chain's nodes run where it ends: one that reads a weight an update writes before that end
+// stays a node of its own, or it would read the new weight.
+TEST(CompiledStep, AChainDoesNotMoveAReadPastAnInPlaceUpdate) {
+  Tensor w = uniform({5}, 90);
+  w.set_variable(true);
+  const auto body = [&](const std::vector<Tensor>& in) {
+    const Tensor scaled = w * in[0];  // reads w before the update
+    Tensor none;
+    sgd_update(w, in[0], none, update_schedule(0.5, 1, in[0].device()));
+    return std::vector<Tensor>{relu(scaled + in[0])};
+  };
+  const Tensor g = uniform({5}, 91);
+  CompiledStep step = trace_step("update between", body, {g});
+  EXPECT_NE(step.listing().find("= mul(%"), std::string::npos) << step.listing();
+  EXPECT_NE(step.listing().find("= add+relu("), std::string::npos) << step.listing();
+  const Tensor w_before = w.clone();
+  const Tensor compiled = step.run({g})[0];
+  expect_identical(compiled, relu(w_before * g + g),
+                   "the chain reads the weight before the update");
 }
 
 TEST(CompiledStep, TracingRunsNothingAndReadingAValueNamesTheOp) {
@@ -171,7 +224,7 @@ TEST(CompiledStep, FoldsConstantsMergesRepeatsAndDropsDeadWork) {
   EXPECT_EQ(stats.folded, 1u) << step.listing();
   EXPECT_EQ(stats.merged, 1u) << step.listing();
   EXPECT_EQ(stats.removed, 1u) << step.listing();
-  EXPECT_EQ(stats.nodes, 3u) << step.listing();  // exp, mul, add
+  EXPECT_EQ(stats.nodes, 2u) << step.listing();  // exp, mul+add (fused)
   expect_identical(step.run({x})[0], body({x})[0], "after the passes");
 }
 

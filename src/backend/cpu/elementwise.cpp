@@ -1,12 +1,14 @@
 // CPU kernels for element-wise ops. f32/bf16 tensors large enough to amortise primitive lookup go
 // to oneDNN's JIT-compiled eltwise and binary primitives; everything else (other dtypes, small
 // tensors, two-sided broadcasting) runs in the loops below, which double as the reference.
+#include <array>
 #include <cmath>
 #include <numbers>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/onednn.h"
+#include "ops/fused.h"
 #include "ops/op_attrs.h"
 
 namespace tandem::cpu {
@@ -42,6 +44,34 @@ C gelu_derivative(C x, bool approximate) {
   const C cdf = C(0.5) * (C(1) + std::erf(x / C(std::numbers::sqrt2)));
   const C pdf = std::exp(C(-0.5) * x * x) / C(std::sqrt(2 * std::numbers::pi));
   return cdf + x * pdf;
+}
+
+// The formulas of the ops a fused loop may chain (ops/fused.h), shared by their own loops and the
+// fused one so that both give the same bits. x is the first operand (dy for relu_backward), y
+// the second (relu_backward's saved input; ignored by the unary ops).
+template <OpKind kKind, typename C>
+[[gnu::always_inline]] inline C fusible_value(C x, C y) {
+  static_assert(fusible_elementwise(kKind));
+  if constexpr (kKind == OpKind::neg) return C(-x);
+  if constexpr (kKind == OpKind::abs) return x < C(0) ? C(-x) : x;
+  if constexpr (kKind == OpKind::sqrt) return std::sqrt(x);
+  if constexpr (kKind == OpKind::square) return C(x * x);
+  if constexpr (kKind == OpKind::relu) return x > C(0) ? x : C(0);
+  // dy * 0 where y is not positive, as oneDNN's kernel (the ops' own above 16384 elements)
+  // computes it: -0 for a negative dy.
+  if constexpr (kKind == OpKind::relu_backward) return y > C(0) ? x : C(x * C(0));
+  if constexpr (kKind == OpKind::add) return C(x + y);
+  if constexpr (kKind == OpKind::sub) return C(x - y);
+  if constexpr (kKind == OpKind::mul) return C(x * y);
+  if constexpr (kKind == OpKind::div) {
+    if constexpr (std::is_integral_v<C>) {
+      return y == C(0) ? C(0) : C(x / y);  // integer division by zero yields 0, never a trap
+    } else {
+      return C(x / y);
+    }
+  }
+  if constexpr (kKind == OpKind::maximum) return x > y ? x : y;
+  if constexpr (kKind == OpKind::minimum) return x < y ? x : y;
 }
 
 // y[i] = fn(x[i]) in the compute type of x's dtype.
@@ -242,15 +272,11 @@ void unary_kernel(const KernelContext& c) {
   const bool approximate = gelu_approximation(kKind, c.attrs);
   map_unary(x, c.outputs[0], [approximate](auto v) {
     using C = decltype(v);
-    if constexpr (kKind == OpKind::neg) return C(-v);
-    if constexpr (kKind == OpKind::abs) return v < C(0) ? C(-v) : v;
+    if constexpr (fusible_elementwise(kKind)) return fusible_value<kKind>(v, v);
     if constexpr (kKind == OpKind::sign) return C((C(0) < v) - (v < C(0)));
     if constexpr (kKind == OpKind::exp) return std::exp(v);
     if constexpr (kKind == OpKind::log) return std::log(v);
-    if constexpr (kKind == OpKind::sqrt) return std::sqrt(v);
     if constexpr (kKind == OpKind::rsqrt) return C(1) / std::sqrt(v);
-    if constexpr (kKind == OpKind::square) return C(v * v);
-    if constexpr (kKind == OpKind::relu) return v > C(0) ? v : C(0);
     if constexpr (kKind == OpKind::gelu) return gelu_value(v, approximate);
     if constexpr (kKind == OpKind::sigmoid) return C(1) / (C(1) + std::exp(-v));
     if constexpr (kKind == OpKind::tanh) return std::tanh(v);
@@ -263,7 +289,7 @@ void unary_backward_kernel(const KernelContext& c) {
   const bool approximate = gelu_approximation(kKind, c.attrs);
   map_pairwise(c.inputs[0], c.inputs[1], c.outputs[0], [approximate](auto dy, auto saved) {
     using C = decltype(dy);
-    if constexpr (kKind == OpKind::relu_backward) return saved > C(0) ? dy : C(0);
+    if constexpr (kKind == OpKind::relu_backward) return fusible_value<kKind>(dy, saved);
     if constexpr (kKind == OpKind::gelu_backward)
       return C(dy * gelu_derivative(saved, approximate));
     if constexpr (kKind == OpKind::sigmoid_backward) return C(dy * saved * (C(1) - saved));
@@ -290,18 +316,7 @@ void binary_kernel(const KernelContext& c) {
   }
   broadcast_arithmetic(c, [](auto x, auto y) {
     using C = decltype(x);
-    if constexpr (kKind == OpKind::add) return C(x + y);
-    if constexpr (kKind == OpKind::sub) return C(x - y);
-    if constexpr (kKind == OpKind::mul) return C(x * y);
-    if constexpr (kKind == OpKind::div) {
-      if constexpr (std::is_integral_v<C>) {
-        return y == C(0) ? C(0) : C(x / y);  // integer division by zero yields 0, never a trap
-      } else {
-        return C(x / y);
-      }
-    }
-    if constexpr (kKind == OpKind::maximum) return x > y ? x : y;
-    if constexpr (kKind == OpKind::minimum) return x < y ? x : y;
+    if constexpr (fusible_elementwise(kKind)) return fusible_value<kKind>(x, y);
     if constexpr (kKind == OpKind::pow) return C(std::pow(x, y));
   });
 }
@@ -338,6 +353,119 @@ void select_kernel(const KernelContext& c) {
         }
       }
     });
+  });
+}
+
+// ---- fused chains (ops/fused.h) ----
+// Elements per block: each slot of the program holds a block, all on the kernel's stack.
+constexpr std::int64_t kFusedBlock = 128;
+
+template <OpKind kKind, typename C>
+[[gnu::always_inline]] inline void fused_loop(const C* a, const C* b, C* result, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i)
+    result[i] = fusible_value<kKind>(a[i], b[i]);
+}
+
+// One instruction over a block: result = kind(a, b) (b is a again for a unary op).
+template <typename C>
+TANDEM_VECTOR_CLONES void fused_instruction(OpKind kind, const C* a, const C* b, C* result,
+                                            std::int64_t n) {
+  using K = OpKind;
+  switch (kind) {
+#define TANDEM_FUSED_CASE(op) \
+  case K::op:                 \
+    return fused_loop<K::op>(a, b, result, n);
+    TANDEM_FUSED_CASE(neg)
+    TANDEM_FUSED_CASE(abs)
+    TANDEM_FUSED_CASE(sqrt)
+    TANDEM_FUSED_CASE(square)
+    TANDEM_FUSED_CASE(relu)
+    TANDEM_FUSED_CASE(relu_backward)
+    TANDEM_FUSED_CASE(add)
+    TANDEM_FUSED_CASE(sub)
+    TANDEM_FUSED_CASE(mul)
+    TANDEM_FUSED_CASE(div)
+    TANDEM_FUSED_CASE(maximum)
+    TANDEM_FUSED_CASE(minimum)
+#undef TANDEM_FUSED_CASE
+    default:
+      TANDEM_ASSERT(false, std::string("fused_elementwise cannot run ") + op_name(kind));
+  }
+}
+
+// Elements [begin, begin + n) of an input of `period` elements repeated along the output.
+template <typename T, typename C>
+void load_repeating(const T* data, std::int64_t period, std::int64_t begin, std::int64_t n,
+                    C* block) {
+  std::int64_t index = begin % period;
+  for (std::int64_t i = 0; i < n; ++i) {
+    block[i] = static_cast<C>(data[index]);
+    if (++index == period) index = 0;
+  }
+}
+
+template <typename T>
+void fused_elementwise_typed(const KernelContext& c, const std::vector<FusedInstruction>& program) {
+  using C = compute_type_t<T>;
+  constexpr bool kRounds = !std::is_same_v<T, C>;  // bf16, f16: round after each instruction
+  const std::size_t inputs = c.inputs.size();
+  std::array<const T*, kMaxFusedInputs> data{};
+  std::array<std::int64_t, kMaxFusedInputs> period{};
+  for (std::size_t i = 0; i < inputs; ++i) {
+    data[i] = static_cast<const T*>(c.inputs[i].raw_data());
+    period[i] = c.inputs[i].numel();
+  }
+  T* out = static_cast<T*>(c.outputs[0].raw_data());
+  const std::int64_t numel = c.outputs[0].numel();
+  const std::int64_t blocks = (numel + kFusedBlock - 1) / kFusedBlock;
+  const auto cost = static_cast<std::int64_t>(program.size()) * kFusedBlock;
+  parallel_for(blocks, cost, [&](std::int64_t first, std::int64_t last) {
+    std::array<C, (kMaxFusedInputs + kMaxFusedInstructions) * kFusedBlock> storage;
+    std::array<const C*, kMaxFusedInputs + kMaxFusedInstructions> slot{};
+    for (std::int64_t block = first; block < last; ++block) {
+      const std::int64_t begin = block * kFusedBlock;
+      const std::int64_t n = std::min(kFusedBlock, numel - begin);
+      for (std::size_t i = 0; i < inputs; ++i) {
+        if constexpr (!kRounds) {
+          if (period[i] == numel) {
+            slot[i] = data[i] + begin;
+            continue;
+          }
+        }
+        C* block_of_input = storage.data() + i * kFusedBlock;
+        load_repeating(data[i], period[i], begin, n, block_of_input);
+        slot[i] = block_of_input;
+      }
+      for (std::size_t k = 0; k < program.size(); ++k) {
+        const FusedInstruction& instruction = program[k];
+        const bool last_one = k + 1 == program.size();
+        C* result = !kRounds && last_one ? reinterpret_cast<C*>(out + begin)
+                                         : storage.data() + (inputs + k) * kFusedBlock;
+        const C* a = slot[static_cast<std::size_t>(instruction.a)];
+        const C* b = instruction.b >= 0 ? slot[static_cast<std::size_t>(instruction.b)] : a;
+        fused_instruction(instruction.kind, a, b, result, n);
+        if constexpr (kRounds) {
+          for (std::int64_t i = 0; i < n; ++i) {
+            if (last_one) {
+              out[begin + i] = convert_element<T>(result[i]);
+            } else {
+              result[i] = static_cast<C>(convert_element<T>(result[i]));
+            }
+          }
+        }
+        slot[inputs + k] = result;
+      }
+    }
+  });
+}
+
+void fused_elementwise_kernel(const KernelContext& c) {
+  const std::vector<FusedInstruction> program = fused_program(c.attrs, c.inputs.size());
+  visit_dtype(c.outputs[0].dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<compute_type_t<T>>) {
+      fused_elementwise_typed<T>(c, program);
+    }
   });
 }
 
@@ -378,6 +506,7 @@ void register_elementwise_kernels(KernelTable& table) {
   table.set(K::greater_equal, comparison_kernel<K::greater_equal>, numeric);
   table.set(K::less, comparison_kernel<K::less>, numeric);
   table.set(K::select, select_kernel, dtype_mask({DType::boolean}));
+  table.set(K::fused_elementwise, fused_elementwise_kernel, floating);
 }
 
 }  // namespace tandem::cpu

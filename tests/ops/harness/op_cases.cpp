@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ops/fused.h"
 #include "ops/harness/finite_difference.h"
 #include "ops/op_attrs.h"
 
@@ -994,6 +995,32 @@ void collective_cases(CaseList& list) {
             .run = [](const Inputs& x) { return Outputs{all_reduce(x[0], 1)}; }});
 }
 
+// A chain of every op fused_elementwise runs (ops/fused.h), over a full input x (R, C), a bias
+// (C,) repeated along the rows and a divisor y (R, C) in [1, 2]; relu_backward's mask is x,
+// drawn away from 0, so every dtype masks the same cells.
+void fused_cases(CaseList& list) {
+  using I = FusedInstruction;
+  // slots 0..2: x, bias, y; instruction k makes slot 3 + k
+  const std::vector<I> program{{K::add, 0, 1}, {K::relu, 3},        {K::relu_backward, 2, 0},
+                               {K::mul, 4, 5}, {K::sub, 6, 0},      {K::div, 7, 2},
+                               {K::abs, 8},    {K::sqrt, 9},        {K::square, 10},
+                               {K::neg, 11},   {K::maximum, 12, 0}, {K::minimum, 13, 1}};
+  list.add({.op = K::fused_elementwise,
+            .name = "every_instruction_with_a_bias",
+            .inputs =
+                [](InputMaker& in) {
+                  const Shape shape = pair_shape(in);
+                  return Inputs{in.uniform(shape, -1, 1, 0.1), in.uniform({shape[1]}),
+                                in.uniform(shape, 1, 2)};
+                },
+            .run =
+                [program](const Inputs& x) {
+                  return Outputs{
+                      call_op(K::fused_elementwise, x, fused_elementwise_attrs(program))};
+                },
+            .compare_gradients = false});
+}
+
 std::vector<OpCase> make_cases() {
   CaseList list;
   elementwise_cases(list);
@@ -1007,6 +1034,7 @@ std::vector<OpCase> make_cases() {
   layout_cases(list);
   loss_and_update_cases(list);
   collective_cases(list);
+  fused_cases(list);
   std::vector<OpCase> cases = list.release();
   std::stable_sort(cases.begin(), cases.end(),
                    [](const OpCase& a, const OpCase& b) { return a.op < b.op; });

@@ -1,0 +1,102 @@
+// fused_elementwise (ops/fused.h): a chain run as one loop gives the bits of its ops run one by
+// one, in every floating dtype, with inputs repeated along leading axes; bad programs and shapes
+// are refused with messages naming what is wrong.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "ops/fused.h"
+#include "ops/gradient_check.h"
+#include "ops/op_table.h"
+#include "support/errors.h"
+
+namespace tandem {
+namespace {
+
+using K = OpKind;
+using testing::error_of;
+using testing::random_tensor;
+
+void expect_same_bits(const Tensor& actual, const Tensor& expected, const std::string& label) {
+  ASSERT_EQ(actual.shape(), expected.shape()) << label;
+  ASSERT_EQ(actual.dtype(), expected.dtype()) << label;
+  EXPECT_EQ(std::memcmp(actual.raw_data(), expected.raw_data(), actual.nbytes()), 0) << label;
+}
+
+// slots 0..3: x (R, C), bias (C,), y (R, C) in [1, 2], a scalar; instruction k makes slot 4 + k
+const std::vector<FusedInstruction> kEveryInstruction{
+    {K::add, 0, 1}, {K::relu, 4},        {K::relu_backward, 4, 0},
+    {K::mul, 5, 6}, {K::sub, 7, 0},      {K::div, 8, 2},
+    {K::abs, 9},    {K::sqrt, 10},       {K::square, 11},
+    {K::neg, 12},   {K::maximum, 13, 0}, {K::minimum, 14, 1},
+    {K::mul, 15, 3}};
+
+Tensor one_by_one(const std::vector<Tensor>& in) {
+  const Tensor& x = in[0];
+  const Tensor& bias = in[1];
+  const Tensor& y = in[2];
+  const Tensor shifted = add(x, bias);
+  const Tensor product = mul(relu(shifted), relu_backward(shifted, x));
+  const Tensor root = sqrt(abs(div(sub(product, x), y)));
+  return mul(minimum(maximum(neg(square(root)), x), bias), in[3]);
+}
+
+// Large enough that the ops alone take oneDNN's kernels in f32 and bf16, and not a whole
+// number of the fused loop's blocks.
+TEST(FusedElementwise, GivesTheBitsOfItsOpsOneByOne) {
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f64, DType::f16}) {
+    const Shape shape{97, 257};
+    const std::vector<Tensor> in{
+        random_tensor(shape, -1, 1, 0.1, dtype), random_tensor({shape[1]}, -1, 1, 0, dtype),
+        random_tensor(shape, 1, 2, 0, dtype), random_tensor({}, -2, 2, 0.5, dtype)};
+    const Tensor fused =
+        call_op(K::fused_elementwise, in, fused_elementwise_attrs(kEveryInstruction))[0];
+    expect_same_bits(fused, one_by_one(in), dtype_name(dtype));
+  }
+}
+
+TEST(FusedElementwise, NamesItsChainAndCountsOneOperationPerInstruction) {
+  EXPECT_EQ(fused_label({{K::add, 0, 1}, {K::relu, 2}}), "add+relu");
+  const std::vector<TensorMeta> in{{{8, 4}, DType::f32}, {{4}, DType::f32}};
+  const std::vector<TensorMeta> out{{{8, 4}, DType::f32}};
+  const OpCost cost = op_cost(K::fused_elementwise, in, out,
+                              fused_elementwise_attrs({{K::add, 0, 1}, {K::relu, 2}}));
+  EXPECT_EQ(cost.flops, 64);
+  EXPECT_EQ(cost.bytes, (32 + 4 + 32) * 4);  // the inputs and the output, once
+}
+
+TEST(FusedElementwise, RefusesBadProgramsAndShapes) {
+  const Tensor x = random_tensor({3, 4}, -1, 1, 0, DType::f32);
+  const auto run = [&](const std::vector<Tensor>& in, const std::vector<FusedInstruction>& p) {
+    return error_of([&] { call_op(K::fused_elementwise, in, fused_elementwise_attrs(p)); });
+  };
+  std::string message = run({x}, {{K::exp, 0}});
+  EXPECT_NE(message.find("instruction 0"), std::string::npos) << message;
+  EXPECT_NE(message.find("not a correctly rounded element-wise op"), std::string::npos) << message;
+  message = run({x}, {{K::add, 0, 1}});
+  EXPECT_NE(message.find("instruction 0 (add): operand slots 0, 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("slots 0..0"), std::string::npos) << message;
+  message = run({x}, {{K::relu, 0, 0}});
+  EXPECT_NE(message.find("-1 for b"), std::string::npos) << message;
+  message = run({x}, {});
+  EXPECT_NE(message.find("1 to 16 instructions"), std::string::npos) << message;
+  message = run({x, random_tensor({3, 1}, -1, 1, 0, DType::f32)}, {{K::add, 0, 1}});
+  EXPECT_NE(message.find("input 1 (3, 1) is not the output's shape (3, 4)"), std::string::npos)
+      << message;
+  message = run({x, random_tensor({4}, -1, 1, 0, DType::f64)}, {{K::add, 0, 1}});
+  EXPECT_NE(message.find("fused_elementwise"), std::string::npos) << message;
+  EXPECT_NE(message.find("f64"), std::string::npos) << message;
+}
+
+TEST(FusedElementwise, InputsRepeatAlongLeadingAxesOnly) {
+  EXPECT_TRUE(repeats_into({4}, {3, 4}));
+  EXPECT_TRUE(repeats_into({}, {3, 4}));
+  EXPECT_TRUE(repeats_into({1, 1, 4}, {3, 4}));
+  EXPECT_TRUE(repeats_into({3, 4}, {3, 4}));
+  EXPECT_FALSE(repeats_into({3, 1}, {3, 4}));
+  EXPECT_FALSE(repeats_into({3}, {3, 4}));
+  EXPECT_FALSE(repeats_into({2, 3, 4}, {3, 4}));
+}
+
+}  // namespace
+}  // namespace tandem
