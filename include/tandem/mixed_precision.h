@@ -56,34 +56,57 @@ void clear_global_policy();
 // gradients overflowed (inf or NaN) is skipped and the scale halved; after `growth_steps` clean
 // steps in a row the scale doubles. The inner optimizer's learning rate, slots and options are
 // used; its own state is not touched.
+//
+// All of it runs on the device, as ops, so a compiled step holds it and the host never waits for
+// a step's gradients: the scale and the counts are tensors there, changed in place (assign); the
+// update ops take a gated schedule {learning_rate, step, apply} whose apply is 0 for a skipped
+// step; and since a skipped step does not count (the schedule and Adam's bias correction follow
+// applied updates, as in Keras), the host passes the learning rates of the next
+// kScheduleRows updates and the device picks the row of its own count. The host reads that
+// count back once every kScheduleRows - 1 steps (fit reads its logs as often anyway), and when
+// asked: iterations(), scale(), checkpoints.
 class LossScaleOptimizer final : public train::Optimizer {
  public:
+  static constexpr std::int64_t kScheduleRows = 65;
+
   explicit LossScaleOptimizer(std::shared_ptr<train::Optimizer> inner,
                               double initial_scale = 32768.0, std::int64_t growth_steps = 2000);
 
   std::string name() const override { return "LossScaleOptimizer"; }
   std::vector<std::string> slot_names() const override { return inner_->slot_names(); }
   Tensor scale_loss(const Tensor& loss) const override;
-  std::string untraceable_reason() const override;
   std::optional<train::LossScaleState> loss_scale_state() const override;
   void set_loss_scale_state(const train::LossScaleState& state) override;
+  // Updates applied so far (a read from the device).
+  std::int64_t iterations() const override;
 
   const train::Optimizer& inner_optimizer() const { return *inner_; }
-  double scale() const { return scale_; }
-  // Steps skipped so far because their gradients overflowed.
-  std::int64_t skipped_steps() const { return skipped_steps_; }
+  // The current scale (a read from the device).
+  double scale() const;
+  // Steps skipped so far because their gradients overflowed (a read from the device).
+  std::int64_t skipped_steps() const;
 
  protected:
   bool accept_gradients(std::vector<Tensor>& gradients) override;
   void update(Tensor& variable, const Tensor& gradient, std::vector<Tensor>& slots,
               const Tensor& schedule) override;
+  Tensor step_schedule(Device device) override;
+  void restore_iterations(std::int64_t iterations) override;
 
  private:
+  // Moves the state to `device` (the variables') before its first step there.
+  void place_state(Device device) const;
+  // Reads the applied count back from the device.
+  void read_applied() const;
+
   std::shared_ptr<train::Optimizer> inner_;
-  double scale_;
   std::int64_t growth_steps_;
-  std::int64_t good_steps_ = 0;
-  std::int64_t skipped_steps_ = 0;
+  // Scalars on the device, read and written by reference inside compiled steps: the scale (f32),
+  // the clean steps since it last changed, the updates applied and the steps skipped (i64).
+  mutable Tensor scale_, good_steps_, applied_, skipped_;
+  Tensor finite_;                           // this step's verdict, i64 1 (gradients finite) or 0
+  mutable std::int64_t known_applied_ = 0;  // the applied count when last read
+  mutable std::int64_t unread_steps_ = 0;   // schedules made since
 };
 
 // What compile does with an optimizer under the global policy: wrapped in a LossScaleOptimizer

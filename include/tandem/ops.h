@@ -46,7 +46,7 @@ namespace tandem {
 #define TANDEM_OPS_dropout(X) X(dropout)
 #define TANDEM_OPS_loss(X) X(sparse_softmax_cross_entropy)
 // optimizer updates (in place: outputs alias the parameter and slot inputs)
-#define TANDEM_OPS_optimizer(X) X(sgd_update) X(adam_update)
+#define TANDEM_OPS_optimizer(X) X(sgd_update) X(adam_update) X(assign)
 // collectives across the replicas of a data-parallel XLA program
 #define TANDEM_OPS_collective(X) X(all_reduce)
 // a chain of element-wise ops as one loop (formed by a compiled step's fusion pass)
@@ -257,6 +257,8 @@ CrossEntropyResult sparse_softmax_cross_entropy_with_logits(const Tensor& logits
 // (tandem/compile.h) reads them anew on every run, so a schedule never causes a recompile, and a
 // CUDA graph or XLA executable takes them from device memory.
 // f64 (2,) {learning_rate, step} on `device`; step counts updates from 1 (Adam's bias correction).
+// An update also takes a gated schedule, f64 (3,) {learning_rate, step, apply}, made with ops on
+// the device: where apply is 0 it changes nothing (loss scaling skips an overflowing step so).
 Tensor update_schedule(double learning_rate, std::int64_t step, Device device = Device::cpu());
 
 struct SgdOptions {
@@ -276,6 +278,9 @@ struct AdamOptions {
 };
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const Tensor& schedule,
                  const AdamOptions& options = {});
+// Writes `value` into `target` in place (same shape and dtype): state a step keeps on the device,
+// such as a loss scale, changed by a node of the compiled step rather than by the host.
+void assign(Tensor& target, const Tensor& value);
 
 // ---- collectives ----
 // The sum of `x` over the `replicas` replicas of the data-parallel program it runs in

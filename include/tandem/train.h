@@ -323,9 +323,9 @@ class Optimizer {
 
   // Updates applied so far (accumulating calls do not count); drives schedules and Adam's bias
   // correction.
-  std::int64_t iterations() const { return iterations_; }
+  virtual std::int64_t iterations() const { return iterations_; }
   // The rate the next update uses.
-  double learning_rate() const { return learning_rate_.at(iterations_); }
+  double learning_rate() const { return learning_rate_.at(iterations()); }
   void set_learning_rate(LearningRate learning_rate) { learning_rate_ = std::move(learning_rate); }
   const OptimizerOptions& options() const { return options_; }
   virtual std::string name() const = 0;
@@ -355,14 +355,20 @@ class Optimizer {
  protected:
   Optimizer(LearningRate learning_rate, OptimizerOptions options, int num_slots);
   // Called by apply_gradients before anything else with the gradients it was given: may change
-  // them (loss scaling divides by its scale) or return false to skip the step (loss scaling,
-  // when they overflowed). The default accepts them as they are.
+  // them (loss scaling divides by its scale) or return false to skip the step (loss scaling
+  // while accumulating gradients, when they overflowed). The default accepts them as they are.
   virtual bool accept_gradients(std::vector<Tensor>& gradients) { return true; }
   // One variable's update; `slots` holds num_slots tensors shaped like the variable (zeros at
   // first); `schedule` is the step's {learning_rate, step} operand (update_schedule in
   // tandem/ops.h), step counting from 1, shared by every variable of the step.
   virtual void update(Tensor& variable, const Tensor& gradient, std::vector<Tensor>& slots,
                       const Tensor& schedule) = 0;
+  // The step's schedule operand on `device`: by default {learning_rate, step} filled on the host
+  // for each step (advancing the iteration count); an optimizer that decides on the device
+  // whether a step applies (loss scaling) makes a gated one (update_schedule in tandem/ops.h).
+  virtual Tensor step_schedule(Device device);
+  // Sets the iteration count a checkpoint restores.
+  virtual void restore_iterations(std::int64_t iterations) { iterations_ = iterations; }
 
  private:
   void apply_now(const std::vector<Tensor>& gradients, const std::vector<Tensor>& variables);
@@ -662,7 +668,7 @@ struct CompileOptions {
   // Keras' jit_compile: whether fit and train_on_batch run the training step compiled
   // (tandem/compile.h: traced once per batch signature, then run as one planned graph). Unset:
   // Tandem's default, train::default_jit_compile() for the device it trains on. true where the
-  // step cannot be compiled (a loss-scaling or gradient-accumulating optimizer, a distribution
+  // step cannot be compiled (a gradient-accumulating optimizer, a distribution
   // strategy with several replicas, an op traced steps refuse) is an error naming why.
   std::optional<bool> jit_compile;
 };

@@ -40,10 +40,10 @@ void require_matching(const char* op, std::span<const TensorMeta> in,
                             shape_str(in[0].shape) + " " + dtype_name(in[0].dtype));
     }
   }
-  if (in[2].dtype != DType::f64 || in[2].shape != Shape{2}) {
+  if (in[2].dtype != DType::f64 || (in[2].shape != Shape{2} && in[2].shape != Shape{3})) {
     throw InvalidArgument(std::string(op) +
-                          ": the schedule must be f64 (2) {learning_rate, step}"
-                          " as update_schedule makes it, got " +
+                          ": the schedule must be f64 (2) {learning_rate, step} as "
+                          "update_schedule makes it, or (3) {learning_rate, step, apply}, got " +
                           dtype_name(in[2].dtype) + " " + shape_str(in[2].shape));
   }
 }
@@ -99,6 +99,22 @@ std::vector<TensorMeta> infer_adam_update(const char* op, std::span<const Tensor
   return {in[0], in[3], in[4]};
 }
 
+// (target, value) -> (target), written in place.
+std::vector<TensorMeta> infer_assign(const char* op, std::span<const TensorMeta> in, const Attrs&) {
+  if (in[1].shape != in[0].shape || in[1].dtype != in[0].dtype) {
+    throw InvalidArgument(std::string(op) + ": value " + shape_str(in[1].shape) + " " +
+                          dtype_name(in[1].dtype) + " must match target " + shape_str(in[0].shape) +
+                          " " + dtype_name(in[0].dtype));
+  }
+  return {in[0]};
+}
+
+// The value becomes the target's new version (the module aliases it to the target's buffer).
+std::vector<StablehloValue> lower_assign(StablehloEmitter&, std::span<const StablehloValue> in,
+                                         std::span<const TensorMeta>, const Attrs&) {
+  return {in[1]};
+}
+
 // The lanes of a multi-tensor update (one for a plain update), from its attributes.
 template <OpKind Kind>
 std::int64_t lanes_of(const Attrs& attrs) {
@@ -132,11 +148,25 @@ std::vector<StablehloValue> lower_lanes(StablehloEmitter& emit, std::span<const 
   const auto lanes = static_cast<std::size_t>(lanes_of<Kind>(attrs));
   const std::size_t inputs = in.size() / lanes;
   const std::size_t outputs = out.size() / lanes;
+  // A gated schedule {lr, step, apply}: each result is the new value where apply is not 0, else
+  // the input it replaces.
+  const bool gated = in[2].shape == Shape{3};
+  const std::vector<int>& aliases = op_def(Kind).output_aliases;
   std::vector<StablehloValue> results;
   for (std::size_t lane = 0; lane < lanes; ++lane) {
-    for (StablehloValue& result : lower(emit, in.subspan(lane * inputs, inputs),
-                                        out.subspan(lane * outputs, outputs), attrs))
-      results.push_back(std::move(result));
+    const std::span<const StablehloValue> lane_in = in.subspan(lane * inputs, inputs);
+    std::vector<StablehloValue> updated =
+        lower(emit, lane_in, out.subspan(lane * outputs, outputs), attrs);
+    for (std::size_t k = 0; k < updated.size(); ++k) {
+      if (gated) {
+        const StablehloValue& old = lane_in[static_cast<std::size_t>(aliases[k])];
+        const StablehloValue keep =
+            emit.compare(emit.element(lane_in[2], 2), emit.constant(0.0, {}, DType::f64), "EQ");
+        updated[k] = emit.elementwise(
+            "stablehlo.select", {emit.broadcast(keep, old.shape), old, updated[k]}, old.dtype);
+      }
+      results.push_back(std::move(updated[k]));
+    }
   }
   return results;
 }
@@ -256,7 +286,8 @@ std::vector<OpDef> define_optimizer_ops() {
                                    update_cost<OpKind::adam_update, 12>,
                                    lower_lanes<OpKind::adam_update, lower_adam_update>,
                                    {0, 3, 4},
-                                   true});
+                                   true},
+      OpRules<OpKind::assign>{2, 2, infer_assign, nullptr, nullptr, lower_assign, {0}, true});
 }
 
 Tensor update_schedule(double learning_rate, std::int64_t step, Device device) {
@@ -291,6 +322,10 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const 
                  const AdamOptions& options) {
   call_op(OpKind::adam_update, {param, grad, schedule, m, v},
           make_op_attrs<OpKind::adam_update>({options}));
+}
+
+void assign(Tensor& target, const Tensor& value) {
+  call_op(OpKind::assign, {target, value});
 }
 
 }  // namespace tandem

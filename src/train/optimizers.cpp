@@ -93,7 +93,7 @@ std::vector<std::string> Optimizer::slot_names() const {
 
 OptimizerState Optimizer::state(const std::vector<Tensor>& variables) const {
   OptimizerState saved;
-  saved.iterations = iterations_;
+  saved.iterations = iterations();
   saved.accumulated_calls = accumulated_calls_;
   saved.loss_scale = loss_scale_state();
   for (const Tensor& variable : variables) {
@@ -149,7 +149,7 @@ void Optimizer::load_state(const std::vector<Tensor>& variables, const Optimizer
   }
   if (state.loss_scale) set_loss_scale_state(*state.loss_scale);
   // Everything fits: replace the state, with copies of our own on each variable's device.
-  iterations_ = state.iterations;
+  restore_iterations(state.iterations);
   accumulated_calls_ = state.accumulated_calls;
   // Slots that exist take the values in place: a compiled step holds them by reference.
   for (std::size_t i = 0; i < variables.size(); ++i) {
@@ -171,6 +171,18 @@ void Optimizer::load_state(const std::vector<Tensor>& variables, const Optimizer
     }
     if (state.accumulated[i].defined()) accumulated_[id] = state.accumulated[i].to(device).clone();
   }
+}
+
+// The learning rate and step as an operand the host fills for each step, advancing the iteration
+// count as it does: inside a compiled step this runs before every run of the graph, so a schedule
+// (or a LearningRateScheduler callback) never recompiles it.
+Tensor Optimizer::step_schedule(Device device) {
+  return host_operand("learning rate and step", {2}, DType::f64, device, [this](Tensor& host) {
+    double* values = host.data<double>();
+    values[0] = learning_rate_.at(iterations_);
+    values[1] = static_cast<double>(iterations_ + 1);
+    ++iterations_;
+  });
 }
 
 std::string Optimizer::untraceable_reason() const {
@@ -249,16 +261,7 @@ void Optimizer::apply_now(const std::vector<Tensor>& gradients,
   std::vector<Tensor> clipped;
   if (clip) clipped = clip_by_global_norm(gradients, options_.global_clipnorm).gradients;
   const std::vector<Tensor>& effective = clip ? clipped : gradients;
-  // The learning rate and step as an operand the host fills for each step, advancing the
-  // iteration count as it does: inside a compiled step this runs before every run of the graph,
-  // so a schedule (or a LearningRateScheduler callback) never recompiles it.
-  const Tensor schedule = host_operand("learning rate and step", {2}, DType::f64,
-                                       variables.front().device(), [this](Tensor& host) {
-                                         double* values = host.data<double>();
-                                         values[0] = learning_rate();
-                                         values[1] = static_cast<double>(iterations_ + 1);
-                                         ++iterations_;
-                                       });
+  const Tensor schedule = step_schedule(variables.front().device());
   for (std::size_t i = 0; i < variables.size(); ++i) {
     if (!effective[i].defined()) continue;
     std::vector<Tensor>& slots = slots_[variables[i].id()];

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -155,6 +156,70 @@ INSTANTIATE_TEST_SUITE_P(
       return zoo_cases()[static_cast<std::size_t>(std::get<0>(info.param))].name + "_" +
              std::get<1>(info.param);
     });
+
+// Dynamic loss scaling under mixed_float16 runs inside the compiled step: a scale too large at
+// first makes the first steps overflow and be skipped (the scale halves each time), it doubles
+// after every 40 clean steps, and the cosine schedule follows the applied updates only. 150
+// steps, beyond two of the windows of learning rates the host passes ahead: compiled and eager
+// give the same losses, weights, scale and counts, bit for bit.
+TEST(CompiledFitLossScaling, EqualsEagerAcrossSkippedStepsAndScheduleWindows) {
+  mixed_precision::set_global_policy("mixed_float16");
+  constexpr std::int64_t kLongSteps = 150;
+  struct Run {
+    std::vector<double> losses;
+    std::vector<Tensor> weights;
+    std::int64_t iterations = 0, skipped = 0;
+    double scale = 0;
+    bool jit = false;
+  };
+  const auto run = [&](bool jit) {
+    manual_seed(7);
+    nn::Model model = nn::zoo::build("mlp", {8, 8, 1}, 5);
+    auto scaler = std::make_shared<mixed_precision::LossScaleOptimizer>(
+        std::make_shared<train::Adam>(train::LearningRate(train::CosineDecay(3e-3, kLongSteps))),
+        /*initial_scale=*/std::ldexp(1.0, 40), /*growth_steps=*/40);
+    model.compile({.optimizer = scaler,
+                   .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true),
+                   .jit_compile = jit});
+    Run result;
+    result.jit = model.jit_compiled();
+    Generator generator(12);
+    const Tensor x = random_uniform({4 * kLongSteps, 8, 8, 1}, -1.0, 1.0, DType::f32, generator);
+    const Tensor y = random_integers({4 * kLongSteps}, 5, generator);
+    train::FitOptions options;
+    options.verbose = 0;
+    options.callbacks.push_back(
+        std::make_shared<train::LambdaCallback>(train::LambdaCallback::Functions{
+            .on_train_batch_end = [&](std::int64_t, const train::Logs& logs) {
+              result.losses.push_back(logs.at("loss"));
+            }}));
+    model.fit(x, y, 4, 1, 0.0, false, 0, options);
+    for (const Tensor& weight : model.weights())
+      result.weights.push_back(weight.clone());
+    result.iterations = scaler->iterations();
+    result.skipped = scaler->skipped_steps();
+    result.scale = scaler->scale();
+    return result;
+  };
+  const Run compiled = run(true);
+  const Run eager = run(false);
+  mixed_precision::set_global_policy("float32");
+  EXPECT_TRUE(compiled.jit);
+  EXPECT_FALSE(eager.jit);
+  EXPECT_GT(eager.skipped, 0) << "the test needs overflowing steps";
+  EXPECT_EQ(eager.iterations + eager.skipped, kLongSteps);
+  EXPECT_EQ(compiled.skipped, eager.skipped);
+  EXPECT_EQ(compiled.iterations, eager.iterations);
+  EXPECT_EQ(compiled.scale, eager.scale);
+  EXPECT_EQ(compiled.losses, eager.losses);
+  ASSERT_EQ(compiled.weights.size(), eager.weights.size());
+  for (std::size_t i = 0; i < compiled.weights.size(); ++i) {
+    EXPECT_EQ(std::memcmp(compiled.weights[i].raw_data(), eager.weights[i].raw_data(),
+                          compiled.weights[i].nbytes()),
+              0)
+        << "weight " << i << " '" << compiled.weights[i].name() << "' differs";
+  }
+}
 
 TEST(CompiledFitCache, ALearningRateScheduleNeverRecompilesANewBatchShapeDoesOnce) {
   std::vector<std::string> messages;

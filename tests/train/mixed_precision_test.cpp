@@ -145,6 +145,37 @@ TEST(LossScaleOptimizer, ScalesUnscalesAndSkipsOverflowingSteps) {
   EXPECT_EQ(optimizer.slot_names(), inner->slot_names());
 }
 
+// The schedule follows applied updates only, on the device: after a skipped step the next
+// update takes the rate of the update count, not of the call count; past the window of rates
+// the host passes ahead (kScheduleRows) it reads the count back and goes on.
+TEST(LossScaleOptimizer, TheScheduleCountsAppliedUpdatesOnly) {
+  auto inner = std::make_shared<train::SGD>(train::LearningRate(train::StepDecay(1.0, 10, 0.5)));
+  mixed_precision::LossScaleOptimizer optimizer(inner, /*initial_scale=*/4.0,
+                                                /*growth_steps=*/1000);
+  Tensor variable = Tensor::from_vector<float>({0}, {1});
+  variable.set_variable(true);
+  float expected = 0;
+  std::int64_t applied = 0;
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::int64_t calls = 2 * mixed_precision::LossScaleOptimizer::kScheduleRows + 7;
+  for (std::int64_t call = 0; call < calls; ++call) {
+    const bool overflow = call % 3 == 1;
+    // The gradient of the scaled loss: the scale (halved by each skip so far, down to 1) times 1.
+    const std::int64_t skips = (call + 1) / 3;
+    const float scale = skips >= 2 ? 1.0f : static_cast<float>(4 >> skips);
+    const float gradient = overflow ? inf : scale;
+    optimizer.apply_gradients({Tensor::from_vector<float>({gradient}, {1})}, {variable});
+    if (!overflow) {
+      expected -= static_cast<float>(std::pow(0.5, static_cast<double>(applied / 10)));
+      ++applied;
+    }
+  }
+  EXPECT_EQ(optimizer.iterations(), applied);
+  EXPECT_EQ(optimizer.skipped_steps(), calls - applied);
+  EXPECT_EQ(optimizer.scale(), 1.0);
+  EXPECT_EQ(variable.to_vector<float>()[0], expected);
+}
+
 TEST(LossScaleOptimizer, CompileWrapsTheOptimizerUnderMixedFloat16) {
   PolicyScope scope("mixed_float16");
   manual_seed(4);

@@ -2,6 +2,7 @@
 // the inputs). These loops are memory-bound, so they are written to vectorise and run on all
 // threads for large parameters. The formulas are documented in src/ops/optimizer.cpp.
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -53,6 +54,12 @@ TANDEM_VECTOR_CLONES void sgd_range(T* __restrict param, const T* __restrict gra
 
 // A multi-tensor update (attrs lanes > 1) has each lane's inputs and outputs one after another;
 // all lanes share the options and the schedule.
+// A gated schedule {learning_rate, step, apply} whose apply is 0: the update leaves everything as
+// it is (loss scaling skips a step whose gradients overflowed, deciding on the device).
+bool update_skipped(const Tensor& schedule) {
+  return schedule.numel() == 3 && schedule.data<double>()[2] == 0.0;
+}
+
 template <typename T>
 void sgd_loops(const KernelContext& c) {
   const auto options = op_attrs<OpKind::sgd_update>(c.attrs);
@@ -131,6 +138,7 @@ void adam_loops(const KernelContext& c) {
 }
 
 void sgd_kernel(const KernelContext& c) {
+  if (update_skipped(c.inputs[2])) return;
   visit_dtype(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<compute_type_t<T>>) sgd_loops<T>(c);
@@ -138,10 +146,15 @@ void sgd_kernel(const KernelContext& c) {
 }
 
 void adam_kernel(const KernelContext& c) {
+  if (update_skipped(c.inputs[2])) return;
   visit_dtype(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<compute_type_t<T>>) adam_loops<T>(c);
   });
+}
+
+void assign_kernel(const KernelContext& c) {
+  std::memcpy(c.outputs[0].raw_data(), c.inputs[1].raw_data(), c.inputs[1].nbytes());
 }
 
 }  // namespace
@@ -149,6 +162,7 @@ void adam_kernel(const KernelContext& c) {
 void register_optimizer_kernels(KernelTable& table) {
   table.set(OpKind::sgd_update, sgd_kernel, floating_dtypes_mask());
   table.set(OpKind::adam_update, adam_kernel, floating_dtypes_mask());
+  table.set(OpKind::assign, assign_kernel, all_dtypes_mask());
 }
 
 }  // namespace tandem::cpu

@@ -8,8 +8,13 @@
 namespace tandem::cuda {
 namespace {
 
-// The schedule {learning_rate, step} is read from device memory by every thread, so a captured
-// CUDA graph takes each run's values.
+// The schedule {learning_rate, step[, apply]} is read from device memory by every thread, so a
+// captured CUDA graph takes each run's values; a gated schedule (3 values) whose apply is 0
+// leaves everything as it is (loss scaling skipping an overflowing step on the device).
+__device__ bool skipped(const double* schedule, bool gated) {
+  return gated && schedule[2] == 0.0;
+}
+
 struct SgdStep {
   float momentum;
   float weight_decay;
@@ -18,9 +23,9 @@ struct SgdStep {
 
 template <typename T>
 __global__ void sgd_kernel(T* param, const T* grad, T* velocity, std::int64_t count,
-                           const double* schedule, SgdStep step) {
+                           const double* schedule, bool gated, SgdStep step) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= count) return;
+  if (i >= count || skipped(schedule, gated)) return;
   const auto learning_rate = static_cast<float>(schedule[0]);
   const float p = load(param, i);
   const float g = load(grad, i) + step.weight_decay * p;
@@ -42,9 +47,9 @@ struct AdamStep {
 
 template <typename T>
 __global__ void adam_kernel(T* param, const T* grad, T* m, T* v, std::int64_t count,
-                            const double* schedule, AdamStep step) {
+                            const double* schedule, bool gated, AdamStep step) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= count) return;
+  if (i >= count || skipped(schedule, gated)) return;
   const double learning_rate = schedule[0];
   const double t = schedule[1];
   // The bias correction folded into the step size, as Keras does (and the CPU kernel).
@@ -73,12 +78,13 @@ void run_sgd(const KernelContext& c) {
   const SgdStep step{static_cast<float>(options.momentum), static_cast<float>(options.weight_decay),
                      options.nesterov};
   const auto* schedule = static_cast<const double*>(c.inputs[2].raw_data());
+  const bool gated = c.inputs[2].numel() == 3;
   visit_floating(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* velocity = c.outputs.size() == 2 ? static_cast<T*>(c.outputs[1].raw_data()) : nullptr;
     sgd_kernel<T><<<blocks_for(count), 256, 0, context.stream>>>(
         static_cast<T*>(c.outputs[0].raw_data()), static_cast<const T*>(c.inputs[1].raw_data()),
-        velocity, count, schedule, step);
+        velocity, count, schedule, gated, step);
   });
 }
 
@@ -91,13 +97,21 @@ void run_adam(const KernelContext& c) {
   const AdamStep step{options.beta1, options.beta2, options.weight_decay,
                       static_cast<float>(options.epsilon)};
   const auto* schedule = static_cast<const double*>(c.inputs[2].raw_data());
+  const bool gated = c.inputs[2].numel() == 3;
   visit_floating(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     adam_kernel<T><<<blocks_for(count), 256, 0, context.stream>>>(
         static_cast<T*>(c.outputs[0].raw_data()), static_cast<const T*>(c.inputs[1].raw_data()),
         static_cast<T*>(c.outputs[1].raw_data()), static_cast<T*>(c.outputs[2].raw_data()), count,
-        schedule, step);
+        schedule, gated, step);
   });
+}
+
+void run_assign(const KernelContext& c) {
+  DeviceContext& context = enter(c);
+  check(cudaMemcpyAsync(c.outputs[0].raw_data(), c.inputs[1].raw_data(), c.inputs[1].nbytes(),
+                        cudaMemcpyDeviceToDevice, context.stream),
+        "cudaMemcpyAsync");
 }
 
 }  // namespace
@@ -105,6 +119,7 @@ void run_adam(const KernelContext& c) {
 void register_optimizer_kernels(KernelTable& table) {
   table.set(OpKind::sgd_update, run_sgd, floating_mask());
   table.set(OpKind::adam_update, run_adam, floating_mask());
+  table.set(OpKind::assign, run_assign, every_dtype_mask());
 }
 
 }  // namespace tandem::cuda

@@ -984,6 +984,53 @@ void loss_and_update_cases(CaseList& list) {
                   return Outputs{param, m, v};
                 },
             .compare_gradients = false});
+  // Gated schedules {lr, step, apply}: a skipped update (apply 0) changes nothing, then an
+  // applied one runs as usual.
+  const auto gated = [](double apply, const Device& device) {
+    return Tensor::from_vector<double>({1e-2, 3, apply}, {3}, device);
+  };
+  list.add({.op = K::adam_update,
+            .name = "gated_skipped_then_applied",
+            .inputs =
+                [parameters](InputMaker& in) {
+                  Inputs x = parameters(in, 3);
+                  x.push_back(in.uniform(x[0].shape(), 0.1, 1));
+                  return x;
+                },
+            .run =
+                [gated](const Inputs& x) {
+                  Tensor param = x[0].clone();
+                  Tensor m = x[2].clone();
+                  Tensor v = x[3].clone();
+                  adam_update(param, x[1], m, v, gated(0, param.device()));
+                  const Outputs skipped{param.clone(), m.clone(), v.clone()};
+                  adam_update(param, x[1], m, v, gated(1, param.device()));
+                  return Outputs{skipped[0], skipped[1], skipped[2], param, m, v};
+                },
+            .compare_gradients = false});
+  list.add({.op = K::sgd_update,
+            .name = "gated_skipped_then_applied",
+            .inputs = [parameters](InputMaker& in) { return parameters(in, 3); },
+            .run =
+                [gated](const Inputs& x) {
+                  Tensor param = x[0].clone();
+                  Tensor velocity = x[2].clone();
+                  sgd_update(param, x[1], velocity, gated(0, param.device()), {0.9});
+                  const Tensor skipped = param.clone();
+                  sgd_update(param, x[1], velocity, gated(1, param.device()), {0.9});
+                  return Outputs{skipped, param, velocity};
+                },
+            .compare_gradients = false});
+  list.add({.op = K::assign,
+            .name = "in_place",
+            .inputs = [parameters](InputMaker& in) { return parameters(in, 2); },
+            .run =
+                [](const Inputs& x) {
+                  Tensor target = x[0].clone();
+                  assign(target, x[1] * 2.0);
+                  return Outputs{target};
+                },
+            .compare_gradients = false});
 }
 
 // all_reduce over the one replica an eager call (or a one-replica program) is: its input. The
