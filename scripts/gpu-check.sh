@@ -12,6 +12,8 @@
 #   3c. trains it for 1 epoch through XLA:GPU (--strategy xla-gpu, the jax-cuda13-pjrt plugin of
 #      this machine's Python, found where JAX finds it) and checks >= 85% test accuracy; skipped
 #      with the reason when the Python has no such plugin,
+#   3d. trains it for 1 epoch with --precision fp16 compiled and eagerly (dynamic loss scaling
+#      inside the compiled step): the accuracies agree within 1% and reach 85%,
 #   4. benchmarks ResNet-50 training (synthetic 224x224 data, batch 256) in fp32 and bf16 with
 #      `tandem bench --peers torch`, Tandem
 #      against PyTorch on the same GPU (channels-last, AMP), and prints images/s and the ratios
@@ -141,6 +143,29 @@ if tandem devices | grep -q '^xla-gpu plugin'; then
   fi
 else
   note "XLA:GPU: skipped: this machine's Python has no jax-cuda13-pjrt plugin (tandem devices)"
+fi
+
+echo "== 3d. mixed_float16 with dynamic loss scaling inside the compiled step (1 epoch, same seed)"
+fp16_ok=1
+for jit in on off; do
+  tandem train --strategy gpu --epochs 1 --precision fp16 --jit "$jit" --quiet \
+    --data-dir "$root/data" --report "$results/cnn_fp16_jit_$jit.json" ||
+    { failed "tandem train --precision fp16 --jit $jit on the GPU"; fp16_ok=0; }
+done
+if [ "$fp16_ok" -eq 1 ]; then
+  if python3 - "$results/cnn_fp16_jit_on.json" "$results/cnn_fp16_jit_off.json" <<'EOF'; then
+import json, sys
+on, off = (json.load(open(path)) for path in sys.argv[1:3])
+for name, run in (("compiled", on), ("eager", off)):
+    print(f"fp16 {name}: jit {run['jit']}, accuracy {run['test_accuracy']:.4f}, {run['samples_per_sec']:.0f} samples/s")
+print(f"compiled / eager samples/s: {on['samples_per_sec'] / off['samples_per_sec']:.2f}x")
+agree = abs(on["test_accuracy"] - off["test_accuracy"]) <= 0.01
+sys.exit(0 if on["jit"] and not off["jit"] and agree and on["test_accuracy"] >= 0.85 else 1)
+EOF
+    note "fp16 with in-graph loss scaling: compiled agrees with eager"
+  else
+    failed "fp16 compiled step: accuracy below 0.85 or off the eager step's by more than 1% (see above)"
+  fi
 fi
 
 echo "== 4. ResNet-50 training, synthetic 224x224, batch 256: tandem bench against PyTorch"
