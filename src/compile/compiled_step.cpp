@@ -407,6 +407,7 @@ CompiledStep trace_step(const std::string& name, const StepBody& body,
   compile::fold_constants(graph, counts);
   compile::merge_common_subexpressions(graph, counts);
   compile::remove_dead_nodes(graph, counts);
+  compile::fuse_residual_adds(graph, counts);
   compile::fuse_activations(graph, counts);
   compile::fuse_elementwise_chains(graph, counts);
   compile::group_optimizer_updates(graph, counts);

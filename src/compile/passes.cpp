@@ -40,6 +40,36 @@ bool fuse_relu_into(Node& node) {
   return true;
 }
 
+// The fused flags of a conv2d or matmul node.
+struct ProductFusion {
+  bool relu = false;
+  bool add = false;
+};
+ProductFusion product_fusion(const Node& node) {
+  if (node.kind == OpKind::conv2d) {
+    const auto attrs = op_attrs<OpKind::conv2d>(node.attrs);
+    return {attrs.fused_relu, attrs.fused_add};
+  }
+  const auto attrs = op_attrs<OpKind::matmul>(node.attrs);
+  return {attrs.fused_relu, attrs.fused_add};
+}
+
+// "conv2d+bias+add+relu": what a fused conv2d or matmul node runs, for the listing.
+std::string product_label(const Node& node) {
+  const ProductFusion fusion = product_fusion(node);
+  return std::string(op_name(node.kind)) +
+         (has_bias_input(node.inputs.size(), fusion.add) ? "+bias" : "") +
+         (fusion.add ? "+add" : "") + (fusion.relu ? "+relu" : "");
+}
+
+// Sets the fused_add attribute of a conv2d or matmul node.
+template <OpKind Kind>
+void fuse_add_into(Node& node) {
+  auto attrs = op_attrs<Kind>(node.attrs);
+  attrs.fused_add = true;
+  node.attrs = make_op_attrs<Kind>(attrs);
+}
+
 // Sets relu_masked on a max_pool2d_backward node; false when it was set already.
 bool mask_by_relu(Node& node) {
   auto attrs = op_attrs<OpKind::max_pool2d_backward>(node.attrs);
@@ -229,6 +259,59 @@ void keep_nodes(Graph& graph, const std::vector<bool>& removed,
 
 }  // namespace
 
+void fuse_residual_adds(Graph& graph, PassCounts& counts) {
+  if (graph.device.type != DeviceType::cpu) return;
+  const std::vector<int> readers = count_readers(graph);
+  std::unordered_map<int, std::size_t> producer = find_producers(graph);
+  std::vector<bool> removed(graph.nodes.size(), false);
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& add = graph.nodes[n];
+    if (add.kind != OpKind::add) continue;
+    const TensorMeta& sum = graph.values[static_cast<std::size_t>(add.outputs[0])].meta;
+    // f32 only: a 16-bit product would add the residual before rounding, not after.
+    if (sum.dtype != DType::f32) continue;
+    for (std::size_t side = 0; side < 2; ++side) {
+      const int made = add.inputs[side];
+      const int residual = add.inputs[1 - side];
+      const auto found = producer.find(made);
+      if (made == residual || found == producer.end() ||
+          readers[static_cast<std::size_t>(made)] != 1) {
+        continue;
+      }
+      const std::size_t place = found->second;
+      Node& maker = graph.nodes[place];
+      if (maker.kind != OpKind::conv2d && maker.kind != OpKind::matmul) continue;
+      const ProductFusion fusion = product_fusion(maker);
+      if (fusion.add || fusion.relu) continue;
+      const TensorMeta& residual_meta = graph.values[static_cast<std::size_t>(residual)].meta;
+      if (residual_meta.shape != sum.shape || residual_meta.dtype != sum.dtype) continue;
+      // The product reads the residual where it runs: it must exist by then, and no in-place
+      // write between there and the add may change it.
+      const auto residual_maker = producer.find(residual);
+      if (residual_maker != producer.end() && residual_maker->second > place) continue;
+      bool safe = true;
+      for (std::size_t between = place + 1; between < n && safe; ++between)
+        safe = !graph.writes(graph.nodes[between]) ||
+               !touches(graph, graph.nodes[between], graph.root(residual));
+      if (!safe) continue;
+      if (maker.kind == OpKind::conv2d) {
+        fuse_add_into<OpKind::conv2d>(maker);
+      } else {
+        fuse_add_into<OpKind::matmul>(maker);
+      }
+      maker.inputs.push_back(residual);
+      maker.outputs[0] = add.outputs[0];
+      maker.label = product_label(maker);
+      producer[add.outputs[0]] = place;
+      removed[n] = true;
+      ++counts.fused;
+      break;
+    }
+  }
+  std::map<std::size_t, Node> replaced;
+  keep_nodes(graph, removed, replaced);
+}
+
 void fuse_activations(Graph& graph, PassCounts& counts) {
   if (graph.device.type != DeviceType::cpu) return;
   const std::vector<int> readers = count_readers(graph);
@@ -244,11 +327,10 @@ void fuse_activations(Graph& graph, PassCounts& counts) {
     Node& maker = graph.nodes[found->second];
     bool fused = false;
     if (activation.kind == OpKind::relu) {
-      const bool bias = maker.inputs.size() == 3;
       fused = maker.kind == OpKind::conv2d   ? fuse_relu_into<OpKind::conv2d>(maker)
               : maker.kind == OpKind::matmul ? fuse_relu_into<OpKind::matmul>(maker)
                                              : false;
-      if (fused) maker.label = std::string(op_name(maker.kind)) + (bias ? "+bias" : "") + "+relu";
+      if (fused) maker.label = product_label(maker);
     } else if (maker.kind == OpKind::max_pool2d_backward &&
                maker.inputs[1] == activation.inputs[1]) {
       // relu_backward(max_pool2d_backward(dy, y), y), y a relu's output: the pooling's backward

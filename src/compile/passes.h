@@ -26,6 +26,12 @@ void fold_constants(Graph& graph, PassCounts& counts);
 void merge_common_subexpressions(Graph& graph, PassCounts& counts);
 // Drops nodes whose outputs neither the step's results nor a writing node need.
 void remove_dead_nodes(Graph& graph, PassCounts& counts);
+// On the CPU, an f32 add of a convolution's or product's result that nothing else reads and
+// another value of its shape (a block's shortcut) becomes that node's fused residual
+// (Conv2DAttrs/MatmulAttrs::fused_add, a oneDNN binary post-op): the sum is made as the product is
+// stored, one pass and one buffer fewer; a relu after it then fuses too. The residual must be
+// made before the product runs and left alone by in-place writes until the add. Same bits.
+void fuse_residual_adds(Graph& graph, PassCounts& counts);
 // On the CPU, a relu whose input is a convolution's or product's result that nothing else reads
 // becomes that node's oneDNN post-op (Conv2DAttrs/MatmulAttrs::fused_relu): one pass over the
 // activation instead of two, and one buffer fewer. The results are the same bits (relu commutes

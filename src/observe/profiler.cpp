@@ -92,8 +92,16 @@ const char* fused_chain_name(const Attrs& attrs, std::size_t inputs) {
 // A compiled step's fused nodes are shown by what they run ("conv2d+relu"), the rest by name.
 const char* shown_name(OpKind kind, const Attrs& attrs, std::size_t inputs) {
   if (kind == OpKind::fused_elementwise) return fused_chain_name(attrs, inputs);
-  if (kind == OpKind::conv2d && op_attrs<OpKind::conv2d>(attrs).fused_relu) return "conv2d+relu";
-  if (kind == OpKind::matmul && op_attrs<OpKind::matmul>(attrs).fused_relu) return "matmul+relu";
+  if (kind == OpKind::conv2d) {
+    const auto fused = op_attrs<OpKind::conv2d>(attrs);
+    if (fused.fused_add) return fused.fused_relu ? "conv2d+add+relu" : "conv2d+add";
+    if (fused.fused_relu) return "conv2d+relu";
+  }
+  if (kind == OpKind::matmul) {
+    const auto fused = op_attrs<OpKind::matmul>(attrs);
+    if (fused.fused_add) return fused.fused_relu ? "matmul+add+relu" : "matmul+add";
+    if (fused.fused_relu) return "matmul+relu";
+  }
   if ((kind == OpKind::adam_update && op_attrs<OpKind::adam_update>(attrs).lanes > 1) ||
       (kind == OpKind::sgd_update && op_attrs<OpKind::sgd_update>(attrs).lanes > 1)) {
     return kind == OpKind::adam_update ? "adam_update (multi-tensor)" : "sgd_update (multi-tensor)";

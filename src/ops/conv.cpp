@@ -30,10 +30,15 @@ std::vector<TensorMeta> infer_conv2d(const char* op, std::span<const TensorMeta>
   require_conv_dtypes(op, in);
   const Window2D geometry =
       conv_window(op, in[0].shape, in[1].shape, read_attrs<Conv2DOptions>(attrs));
-  if (in.size() == 3 && in[2].shape != Shape{geometry.out_c}) {
+  const bool fused_add = op_attrs<OpKind::conv2d>(attrs).fused_add;
+  if (has_bias_input(in.size(), fused_add) && in[2].shape != Shape{geometry.out_c}) {
     throw InvalidArgument(std::string(op) + ": the bias must have shape " +
                           shape_str({geometry.out_c}) + " to match the filter " +
                           shape_str(in[1].shape) + ", got " + shape_str(in[2].shape));
+  }
+  if (fused_add && in.back().shape != geometry.output_shape()) {
+    throw InvalidArgument(std::string(op) + ": the fused residual " + shape_str(in.back().shape) +
+                          " must have the output's shape " + shape_str(geometry.output_shape()));
   }
   return {{geometry.output_shape(), in[0].dtype}};
 }
@@ -75,9 +80,12 @@ OpCost conv_cost(const Window2D& geometry, bool with_bias, std::span<const Tenso
 
 OpCost cost_conv2d(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
                    const Attrs& attrs) {
-  return conv_cost(
-      conv_window("conv2d", in[0].shape, in[1].shape, read_attrs<Conv2DOptions>(attrs)),
-      in.size() == 3, in, out);
+  const bool fused_add = op_attrs<OpKind::conv2d>(attrs).fused_add;
+  OpCost cost =
+      conv_cost(conv_window("conv2d", in[0].shape, in[1].shape, read_attrs<Conv2DOptions>(attrs)),
+                has_bias_input(in.size(), fused_add), in, out);
+  if (fused_add) cost.flops += static_cast<double>(shape_numel(out[0].shape));
+  return cost;
 }
 
 OpCost cost_conv2d_backward_input(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
@@ -96,14 +104,16 @@ OpCost cost_conv2d_backward_filter(std::span<const TensorMeta> in, std::span<con
 
 // ---- gradient rule ----
 // d x = conv2d_backward_input(dy, filter); d filter (and d bias) = conv2d_backward_filter(x, dy);
-// with a fused relu, dy is first masked where the output is zero.
+// with a fused relu, dy is first masked where the output is zero; a fused residual's gradient is
+// that dy.
 std::vector<Tensor> grad_conv2d(const GradContext& c) {
   const Conv2DAttrs attrs = op_attrs<OpKind::conv2d>(c.attrs);
   const Tensor dy =
       attrs.fused_relu ? relu_backward(c.output_grads[0], c.outputs[0]) : c.output_grads[0];
   const Conv2DOptions options = attrs;
-  const bool with_bias = c.inputs.size() == 3;
+  const bool with_bias = has_bias_input(c.inputs.size(), attrs.fused_add);
   std::vector<Tensor> grads(c.inputs.size());
+  if (attrs.fused_add && c.needs_grad(c.inputs.size() - 1)) grads.back() = dy;
   // The first layer's input is the images: nobody wants their gradient, and for one input
   // channel it is the slowest of the three convolutions.
   if (c.needs_grad(0)) {
@@ -200,9 +210,12 @@ std::vector<StablehloValue> lower_conv2d(StablehloEmitter& emit, std::span<const
                                              shape, out[0].dtype)
                          : convolution(emit, in[0], in[1], spec, shape, out[0].dtype);
   const DType accumulate = y.dtype;
-  if (in.size() == 3) {
+  if (has_bias_input(in.size(), options.fused_add)) {
     y = emit.elementwise("stablehlo.add",
                          {y, emit.broadcast(emit.convert(in[2], accumulate), shape)}, accumulate);
+  }
+  if (options.fused_add) {
+    y = emit.elementwise("stablehlo.add", {y, emit.convert(in.back(), accumulate)}, accumulate);
   }
   if (options.fused_relu) {
     y = emit.elementwise("stablehlo.maximum", {y, emit.constant(0.0, shape, accumulate)},
@@ -283,7 +296,7 @@ std::vector<StablehloValue> lower_conv2d_backward_filter(StablehloEmitter& emit,
 std::vector<OpDef> define_conv_ops() {
   using K = OpKind;
   return op_family<k_conv_ops>(
-      OpRules<K::conv2d>{2, 3, infer_conv2d, grad_conv2d, cost_conv2d, lower_conv2d},
+      OpRules<K::conv2d>{2, 4, infer_conv2d, grad_conv2d, cost_conv2d, lower_conv2d},
       OpRules<K::conv2d_backward_input>{2, 2, infer_conv2d_backward_input, nullptr,
                                         cost_conv2d_backward_input, lower_conv2d_backward_input},
       OpRules<K::conv2d_backward_filter>{2, 2, infer_conv2d_backward_filter, nullptr,

@@ -54,6 +54,7 @@ struct MatmulShape {
   bool b_batched = false;
   bool has_bias = false;
   bool fused_relu = false;
+  bool fused_add = false;  // the residual is the last input
 };
 
 inline MatmulShape matmul_shape(const KernelContext& c) {
@@ -63,13 +64,14 @@ inline MatmulShape matmul_shape(const KernelContext& c) {
   s.transpose_a = op_attrs<OpKind::matmul>(c.attrs).transpose_a;
   s.transpose_b = op_attrs<OpKind::matmul>(c.attrs).transpose_b;
   s.fused_relu = op_attrs<OpKind::matmul>(c.attrs).fused_relu;
+  s.fused_add = op_attrs<OpKind::matmul>(c.attrs).fused_add;
   s.m = s.transpose_a ? a.dim(-1) : a.dim(-2);
   s.k = s.transpose_a ? a.dim(-2) : a.dim(-1);
   s.n = s.transpose_b ? b.dim(-2) : b.dim(-1);
   for (int axis = 0; axis < a.rank() - 2; ++axis)
     s.batch *= a.dim(axis);
   s.b_batched = b.rank() > 2;
-  s.has_bias = c.inputs.size() == 3;
+  s.has_bias = has_bias_input(c.inputs.size(), s.fused_add);
   // A shared b and an untransposed a: the batch folds into M, giving one taller product.
   if (!s.b_batched && !s.transpose_a) {
     s.m *= s.batch;

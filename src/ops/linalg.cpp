@@ -57,7 +57,8 @@ std::vector<TensorMeta> infer_matmul(const char* op, std::span<const TensorMeta>
                           " and b " + shape_str(b.shape) +
                           "; b must have a's batch extents or be a 2-D matrix");
   }
-  if (in.size() == 3) {
+  const bool fused_add = op_attrs<OpKind::matmul>(attrs).fused_add;
+  if (has_bias_input(in.size(), fused_add)) {
     const TensorMeta& bias = in[2];
     if (bias.shape != Shape{b_matrix.cols}) {
       throw InvalidArgument(std::string(op) + ": bias " + shape_str(bias.shape) +
@@ -68,17 +69,23 @@ std::vector<TensorMeta> infer_matmul(const char* op, std::span<const TensorMeta>
   Shape out_shape = a_batch;
   out_shape.push_back(a_matrix.rows);
   out_shape.push_back(b_matrix.cols);
+  if (fused_add && in.back().shape != out_shape) {
+    throw InvalidArgument(std::string(op) + ": the fused residual " + shape_str(in.back().shape) +
+                          " must have the product's shape " + shape_str(out_shape));
+  }
   return {{out_shape, a.dtype}};
 }
 
-// 2 * batch * M * N * K multiply-adds, plus one add per output element for the bias.
+// 2 * batch * M * N * K multiply-adds, plus one add per output element for the bias and one for
+// a fused residual.
 OpCost matmul_cost(std::span<const TensorMeta> in, std::span<const TensorMeta> out,
                    const Attrs& attrs) {
-  const MatrixExtents a_matrix =
-      matrix_extents(in[0].shape, op_attrs<OpKind::matmul>(attrs).transpose_a);
+  const MatmulAttrs matmul = op_attrs<OpKind::matmul>(attrs);
+  const MatrixExtents a_matrix = matrix_extents(in[0].shape, matmul.transpose_a);
   const double outputs = static_cast<double>(shape_numel(out[0].shape));
-  const double flops =
-      2.0 * outputs * static_cast<double>(a_matrix.cols) + (in.size() == 3 ? outputs : 0.0);
+  const double flops = 2.0 * outputs * static_cast<double>(a_matrix.cols) +
+                       (has_bias_input(in.size(), matmul.fused_add) ? outputs : 0.0) +
+                       (matmul.fused_add ? outputs : 0.0);
   return {flops, bytes_of(in) + bytes_of(out)};
 }
 
@@ -121,7 +128,8 @@ Tensor grad_b_of_product(const Tensor& dy, const Tensor& a, const Tensor& b, boo
   return grad_b(reshape(dy, {-1, n}), reshape(a, {-1, k}), false, transpose_b);
 }
 
-// With a fused relu, dy is first masked where the output is zero.
+// With a fused relu, dy is first masked where the output is zero; a fused residual's gradient is
+// that dy.
 std::vector<Tensor> grad_matmul(const GradContext& c) {
   const Tensor dy = op_attrs<OpKind::matmul>(c.attrs).fused_relu
                         ? relu_backward(c.output_grads[0], c.outputs[0])
@@ -133,14 +141,16 @@ std::vector<Tensor> grad_matmul(const GradContext& c) {
   std::vector<Tensor> grads(c.inputs.size());
   if (c.needs_grad(0)) grads[0] = grad_a(dy, b, transpose_a, transpose_b);
   if (c.needs_grad(1)) grads[1] = grad_b_of_product(dy, a, b, transpose_a, transpose_b);
-  if (c.inputs.size() == 3 && c.needs_grad(2)) {
+  const bool fused_add = op_attrs<OpKind::matmul>(c.attrs).fused_add;
+  if (has_bias_input(c.inputs.size(), fused_add) && c.needs_grad(2)) {
     grads[2] = sum(dy, first_axes(dy.rank() - 1));  // (N,)
   }
+  if (fused_add && c.needs_grad(c.inputs.size() - 1)) grads.back() = dy;
   return grads;
 }
 
 Attrs matmul_attrs(bool transpose_a, bool transpose_b) {
-  return make_op_attrs<OpKind::matmul>({transpose_a, transpose_b, false});
+  return make_op_attrs<OpKind::matmul>({transpose_a, transpose_b, false, false});
 }
 
 // ---- StableHLO ----
@@ -165,9 +175,13 @@ std::vector<StablehloValue> lower_matmul(StablehloEmitter& emit, std::span<const
   const DType accumulate = StablehloEmitter::accumulation_type(out[0].dtype);
   StablehloValue product =
       emit.dot_general(a, b, batch, a_contracting, b_contracting, shape, accumulate);
-  if (in.size() == 3) {
+  if (has_bias_input(in.size(), matmul.fused_add)) {
     product = emit.elementwise("stablehlo.add",
                                {product, emit.broadcast(emit.convert(in[2], accumulate), shape)},
+                               accumulate);
+  }
+  if (matmul.fused_add) {
+    product = emit.elementwise("stablehlo.add", {product, emit.convert(in.back(), accumulate)},
                                accumulate);
   }
   if (matmul.fused_relu) {
@@ -182,7 +196,7 @@ std::vector<StablehloValue> lower_matmul(StablehloEmitter& emit, std::span<const
 
 std::vector<OpDef> define_linalg_ops() {
   return op_family<k_linalg_ops>(
-      OpRules<OpKind::matmul>{2, 3, infer_matmul, grad_matmul, matmul_cost, lower_matmul});
+      OpRules<OpKind::matmul>{2, 4, infer_matmul, grad_matmul, matmul_cost, lower_matmul});
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {

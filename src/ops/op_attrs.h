@@ -47,10 +47,18 @@ struct MatmulAttrs {
   // relu applied to the result in the same pass: set by a compiled step's fusion pass, never by
   // the wrappers (the gradient rule masks dy with the output first).
   bool fused_relu = false;
+  // A residual (an extra last input of the output's shape) added to the result before the relu,
+  // in the same pass: set by a compiled step's fusion pass, never by the wrappers.
+  bool fused_add = false;
 };
 struct Conv2DAttrs : Conv2DOptions {
   bool fused_relu = false;  // as MatmulAttrs::fused_relu
+  bool fused_add = false;   // as MatmulAttrs::fused_add
 };
+// A matmul's or conv2d's inputs are (x, weights[, bias][, residual]): whether the bias is there.
+inline bool has_bias_input(std::size_t inputs, bool fused_add) {
+  return inputs - (fused_add ? 1 : 0) == 3;
+}
 struct Conv2DBackwardInputAttrs : Conv2DOptions {
   Shape input_shape;  // (N, H, W, C_in) of the forward input
 };
@@ -132,7 +140,8 @@ constexpr auto attr_fields(std::type_identity<ScatterAddAttrs>) {
 constexpr auto attr_fields(std::type_identity<MatmulAttrs>) {
   return std::tuple{AttrField{"transpose_a", &MatmulAttrs::transpose_a},
                     AttrField{"transpose_b", &MatmulAttrs::transpose_b},
-                    AttrField{"fused_relu", &MatmulAttrs::fused_relu}};
+                    AttrField{"fused_relu", &MatmulAttrs::fused_relu},
+                    AttrField{"fused_add", &MatmulAttrs::fused_add}};
 }
 template <typename Struct>
 constexpr auto conv_fields() {
@@ -147,7 +156,8 @@ constexpr auto attr_fields(std::type_identity<Conv2DOptions>) {
 constexpr auto attr_fields(std::type_identity<Conv2DAttrs>) {
   using A = Conv2DAttrs;
   return std::tuple_cat(conv_fields<A>(),
-                        std::tuple{AttrField<A, bool>{"fused_relu", &A::fused_relu}});
+                        std::tuple{AttrField<A, bool>{"fused_relu", &A::fused_relu},
+                                   AttrField<A, bool>{"fused_add", &A::fused_add}});
 }
 constexpr auto attr_fields(std::type_identity<Conv2DBackwardInputAttrs>) {
   using A = Conv2DBackwardInputAttrs;

@@ -138,6 +138,44 @@ TEST(CompiledStep, FusesElementwiseChainsIntoOneLoop) {
   }
 }
 
+// A residual block without normalisation, relu(conv(x) + x), and a dense one, relu(x W + b + x):
+// the add becomes the product's residual post-op and the relu follows it into the same node,
+// with the gradients flowing to both branches; same bits as eagerly in f32, and in bf16 (where
+// the pass leaves the add alone, since the post-op would add before rounding).
+TEST(CompiledStep, FusesResidualAddsIntoConvolutionsAndProducts) {
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    const std::vector<Tensor> inputs{
+        cast(uniform({4, 9, 9, 6}, 100), dtype), cast(uniform({3, 3, 6, 6}, 101), dtype),
+        cast(uniform({40, 24}, 102), dtype), cast(uniform({24, 24}, 103), dtype),
+        cast(uniform({24}, 104), dtype)};
+    const auto body = [](const std::vector<Tensor>& in) {
+      GradientTape tape;
+      for (std::size_t i = 0; i < 5; ++i)
+        tape.watch(in[i]);
+      const Tensor block = relu(conv2d(in[0], in[1], {.padding = Padding::same}) + in[0]);
+      const Tensor dense = relu(in[2] + matmul(in[2], in[3], in[4]));  // residual on the left
+      const Tensor loss = sum(square(block)) + sum(square(dense));
+      std::vector<Tensor> results = tape.gradient(loss, in);
+      results.insert(results.begin(), loss);
+      return results;
+    };
+    CompiledStep step = trace_step("residual", body, inputs);
+    const std::string listing = step.listing();
+    const std::string label = dtype_name(dtype);
+    if (dtype == DType::f32) {
+      EXPECT_NE(listing.find("= conv2d+add+relu("), std::string::npos) << listing;
+      EXPECT_NE(listing.find("= matmul+bias+add+relu("), std::string::npos) << listing;
+    } else {
+      EXPECT_EQ(listing.find("+add+relu("), std::string::npos) << listing;
+    }
+    const std::vector<Tensor> compiled = step.run(inputs);
+    const std::vector<Tensor> eager = body(inputs);
+    ASSERT_EQ(compiled.size(), eager.size());
+    for (std::size_t i = 0; i < eager.size(); ++i)
+      expect_identical(compiled[i], eager[i], label + " result " + std::to_string(i));
+  }
+}
+
 // A chain's nodes run where it ends: one that reads a weight an update writes before that end
 // stays a node of its own, or it would read the new weight.
 TEST(CompiledStep, AChainDoesNotMoveAReadPastAnInPlaceUpdate) {

@@ -265,7 +265,9 @@ TEST(Conv2D, GradientsMatchFiniteDifferences) {
 TEST(Conv2D, CostCountsMultiplyAdds) {
   const Attrs attrs{{"strides", std::vector<std::int64_t>{1, 1}},
                     {"padding", std::string("valid")},
-                    {"dilations", std::vector<std::int64_t>{1, 1}}};
+                    {"dilations", std::vector<std::int64_t>{1, 1}},
+                    {"fused_relu", false},
+                    {"fused_add", false}};
   const std::vector<TensorMeta> in{{{32, 13, 13, 32}, DType::f32}, {{3, 3, 32, 64}, DType::f32}};
   const std::vector<TensorMeta> out{{{32, 11, 11, 64}, DType::f32}};
   const double macs = 32.0 * 11 * 11 * 64 * 3 * 3 * 32;

@@ -250,7 +250,8 @@ TEST(Matmul, SecondOrderGradient) {
 TEST(Matmul, CostCountsMultiplyAdds) {
   const std::vector<TensorMeta> inputs{{{8, 32, 16}, DType::f32}, {{16, 64}, DType::f32}};
   const std::vector<TensorMeta> outputs{{{8, 32, 64}, DType::f32}};
-  const Attrs attrs{{"transpose_a", false}, {"transpose_b", false}, {"fused_relu", false}};
+  const Attrs attrs{
+      {"transpose_a", false}, {"transpose_b", false}, {"fused_relu", false}, {"fused_add", false}};
   const OpCost cost = op_cost(OpKind::matmul, inputs, outputs, attrs);
   EXPECT_DOUBLE_EQ(cost.flops, 2.0 * 8 * 32 * 64 * 16);
   EXPECT_DOUBLE_EQ(cost.bytes, 4.0 * (8 * 32 * 16 + 16 * 64 + 8 * 32 * 64));

@@ -203,7 +203,7 @@ TEST(CompiledFitLossScaling, EqualsEagerAcrossSkippedStepsAndScheduleWindows) {
   };
   const Run compiled = run(true);
   const Run eager = run(false);
-  mixed_precision::set_global_policy("float32");
+  mixed_precision::clear_global_policy();
   EXPECT_TRUE(compiled.jit);
   EXPECT_FALSE(eager.jit);
   EXPECT_GT(eager.skipped, 0) << "the test needs overflowing steps";

@@ -164,10 +164,14 @@ void conv_loops(const KernelContext& c, const Window2D& g) {
       const T* in1 = static_cast<const T*>(c.inputs[1].raw_data());
       T* out0 = static_cast<T*>(c.outputs[0].raw_data());
       switch (c.kind) {
-        case OpKind::conv2d:
-          conv_forward_loops(g, in0, in1, data_or_null<T>(c.inputs, 2),
-                             op_attrs<OpKind::conv2d>(c.attrs).fused_relu, out0);
+        case OpKind::conv2d: {
+          const Conv2DAttrs attrs = op_attrs<OpKind::conv2d>(c.attrs);
+          const bool bias = has_bias_input(c.inputs.size(), attrs.fused_add);
+          conv_forward_loops(g, in0, in1, bias ? data_or_null<T>(c.inputs, 2) : nullptr,
+                             attrs.fused_relu && !attrs.fused_add, out0);
+          if (attrs.fused_add) add_residual(c.inputs.back(), c.outputs[0], attrs.fused_relu);
           break;
+        }
         case OpKind::conv2d_backward_input:
           conv_backward_input_loops(g, in0, in1, out0);
           break;
@@ -247,6 +251,9 @@ struct ConvForward {
   dnnl::convolution_forward primitive;
   ConvDescs descs;
   FilterReorder filter;
+  // A fused residual oneDNN could not take as a post-op (bf16, where adding before rounding
+  // would change the bits, or only its reference kernel): added, and relu applied, afterwards.
+  bool residual_after = false;
 };
 
 struct ConvBackwardInput {
@@ -261,23 +268,26 @@ struct ConvBackwardFilter {
   FilterReorder filter;
 };
 
-// A fused relu is an eltwise post-op: applied to each result before it is stored.
-ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias, bool fused_relu) {
+// A fused residual and relu are post-ops, applied to each result before it is stored.
+ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
+                          bool fused_add) {
   const ConvDescs descs = conv_descs(g, dtype, with_bias);
-  dnnl::primitive_attr attr;
-  if (fused_relu) {
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    attr.set_post_ops(ops);
+  const auto build = [&](bool add, bool relu) {
+    return dnnl::convolution_forward::primitive_desc(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                        dnnl::algorithm::convolution_direct, descs.x, descs.filter,
+                                        descs.bias, descs.y, onednn_strides(g), onednn_dilates(g),
+                                        onednn_padding_l(g), onednn_padding_r(g)),
+        fused_post_ops(add, descs.y, relu), onednn_engine());
+  };
+  bool residual_after = fused_add && dtype != DType::f32;
+  auto pd = build(fused_add && !residual_after, fused_relu && !residual_after);
+  if (fused_add && !residual_after && is_reference_implementation(pd.impl_info_str())) {
+    residual_after = true;
+    pd = build(false, false);
   }
-  const dnnl::convolution_forward::primitive_desc pd(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                      dnnl::algorithm::convolution_direct, descs.x, descs.filter,
-                                      descs.bias, descs.y, onednn_strides(g), onednn_dilates(g),
-                                      onednn_padding_l(g), onednn_padding_r(g)),
-      attr, onednn_engine());
   return {dnnl::convolution_forward(pd), descs,
-          make_filter_reorder(descs.ours, pd.weights_desc(), true)};
+          make_filter_reorder(descs.ours, pd.weights_desc(), true), residual_after};
 }
 
 ConvBackwardInput build_backward_input(const Window2D& g, DType dtype) {
@@ -307,18 +317,23 @@ constexpr std::size_t kCacheCapacity = 64;
 void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
   static PrimitiveCache<ConvForward> cache(kCacheCapacity);
   const DType dtype = c.inputs[0].dtype();
-  const bool with_bias = c.inputs.size() == 3;
-  const bool fused_relu = op_attrs<OpKind::conv2d>(c.attrs).fused_relu;
+  const Conv2DAttrs attrs = op_attrs<OpKind::conv2d>(c.attrs);
+  const bool with_bias = has_bias_input(c.inputs.size(), attrs.fused_add);
   PrimitiveKey key = window_key(c.kind, dtype, g);
   key.push_back(with_bias);
-  key.push_back(fused_relu);
-  const auto entry = cache.get(key, [&] { return build_forward(g, dtype, with_bias, fused_relu); });
+  key.push_back(attrs.fused_relu);
+  key.push_back(attrs.fused_add);
+  const auto entry = cache.get(
+      key, [&] { return build_forward(g, dtype, with_bias, attrs.fused_relu, attrs.fused_add); });
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, wrap(entry->descs.x, c.inputs[0])},
       {DNNL_ARG_WEIGHTS, filter_for_primitive(entry->filter, c.inputs[1])},
       {DNNL_ARG_DST, wrap(entry->descs.y, c.outputs[0])}};
   if (with_bias) args.emplace(DNNL_ARG_BIAS, wrap(entry->descs.bias, c.inputs[2]));
+  if (attrs.fused_add && !entry->residual_after)
+    args.emplace(kResidualArg, wrap(entry->descs.y, c.inputs.back()));
   execute(entry->primitive, args);
+  if (entry->residual_after) add_residual(c.inputs.back(), c.outputs[0], attrs.fused_relu);
 }
 
 void conv_backward_input_onednn(const KernelContext& c, const Window2D& g) {

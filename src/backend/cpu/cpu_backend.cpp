@@ -118,6 +118,20 @@ dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor) {
   return dnnl::memory(desc, onednn_engine(), tensor.raw_data());
 }
 
+dnnl::primitive_attr fused_post_ops(bool add_residual, const dnnl::memory::desc& residual,
+                                    bool relu) {
+  dnnl::primitive_attr attr;
+  dnnl::post_ops ops;
+  if (add_residual) ops.append_binary(dnnl::algorithm::binary_add, residual);
+  if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  attr.set_post_ops(ops);
+  return attr;
+}
+
+bool is_reference_implementation(const char* impl_info) {
+  return std::string_view(impl_info).starts_with("ref");
+}
+
 void execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args) {
   primitive.execute(onednn_stream(), args);
   onednn_stream().wait();

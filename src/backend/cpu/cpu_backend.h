@@ -20,6 +20,9 @@ constexpr std::uint32_t floating_dtypes_mask() {  // f32, f64, bf16, f16
 
 // Each kernel family file registers its kernels; cpu_backend.cpp calls them all.
 void register_elementwise_kernels(KernelTable& table);
+// out = out + residual, then relu when `relu`, as the add and relu kernels would give it (each
+// step rounded to out's dtype): a fused residual's fallback where oneDNN's post-op cannot serve.
+void add_residual(const Tensor& residual, const Tensor& out, bool relu);
 void register_reduction_kernels(KernelTable& table);
 void register_linalg_kernels(KernelTable& table);
 void register_conv_kernels(KernelTable& table);

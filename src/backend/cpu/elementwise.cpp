@@ -471,6 +471,25 @@ void fused_elementwise_kernel(const KernelContext& c) {
 
 }  // namespace
 
+void add_residual(const Tensor& residual, const Tensor& out, bool relu) {
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      using C = compute_type_t<T>;
+      const T* r = static_cast<const T*>(residual.raw_data());
+      T* o = static_cast<T*>(out.raw_data());
+      parallel_for(out.numel(), 2, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) {
+          const T sum = convert_element<T>(
+              fusible_value<OpKind::add>(static_cast<C>(o[i]), static_cast<C>(r[i])));
+          o[i] = relu ? convert_element<T>(fusible_value<OpKind::relu>(static_cast<C>(sum), C(0)))
+                      : sum;
+        }
+      });
+    }
+  });
+}
+
 void register_elementwise_kernels(KernelTable& table) {
   using K = OpKind;
   const std::uint32_t numeric = dtype_mask(

@@ -60,8 +60,10 @@ void matmul_loops(const KernelContext& c, const MatmulShape& s) {
       }
       T* out_row = out + r * s.n;
       for (std::int64_t j = 0; j < s.n; ++j) {
-        // A fused relu as the relu kernel has it, before rounding to T (they commute).
-        const Acc value = s.fused_relu ? (row[j] > Acc(0) ? row[j] : Acc(0)) : row[j];
+        // A fused relu as the relu kernel has it, before rounding to T (they commute); after a
+        // fused residual, which comes first, add_residual applies it.
+        const bool relu = s.fused_relu && !s.fused_add;
+        const Acc value = relu ? (row[j] > Acc(0) ? row[j] : Acc(0)) : row[j];
         out_row[j] = convert_element<T>(value);
       }
     }
@@ -75,6 +77,8 @@ struct OneDnnMatmul {
   dnnl::memory::desc b_desc;
   dnnl::memory::desc bias_desc;
   dnnl::memory::desc out_desc;
+  // A fused residual oneDNN could not take as a post-op (as ConvForward::residual_after).
+  bool residual_after = false;
 };
 
 // A (batch, rows, cols) view of a stored operand; `transposed` reads the stored
@@ -97,13 +101,18 @@ OneDnnMatmul build_matmul(const MatmulShape& s, DType dtype) {
       s.has_bias
           ? dnnl::matmul::desc(result.a_desc, result.b_desc, result.bias_desc, result.out_desc)
           : dnnl::matmul::desc(result.a_desc, result.b_desc, result.out_desc);
-  dnnl::primitive_attr attr;  // a fused relu is an eltwise post-op
-  if (s.fused_relu) {
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    attr.set_post_ops(ops);
+  // A fused residual and relu are post-ops.
+  const auto build = [&](bool add, bool relu) {
+    return dnnl::matmul::primitive_desc(desc, fused_post_ops(add, result.out_desc, relu),
+                                        onednn_engine(), /*allow_empty=*/true);
+  };
+  result.residual_after = s.fused_add && dtype != DType::f32;
+  auto pd = build(s.fused_add && !result.residual_after, s.fused_relu && !result.residual_after);
+  if (s.fused_add && !result.residual_after &&
+      (!pd || is_reference_implementation(pd.impl_info_str()))) {
+    result.residual_after = true;
+    pd = build(false, false);
   }
-  const dnnl::matmul::primitive_desc pd(desc, attr, onednn_engine(), /*allow_empty=*/true);
   if (pd) result.primitive.emplace(pd);
   return result;
 }
@@ -112,8 +121,8 @@ OneDnnMatmul build_matmul(const MatmulShape& s, DType dtype) {
 bool matmul_onednn(const KernelContext& c, const MatmulShape& s) {
   static PrimitiveCache<OneDnnMatmul> cache(256);
   const DType dtype = c.inputs[0].dtype();
-  const std::int64_t flags =
-      s.b_batched | s.transpose_a << 1 | s.transpose_b << 2 | s.has_bias << 3 | s.fused_relu << 4;
+  const std::int64_t flags = s.b_batched | s.transpose_a << 1 | s.transpose_b << 2 |
+                             s.has_bias << 3 | s.fused_relu << 4 | s.fused_add << 5;
   const PrimitiveKey key{static_cast<std::int64_t>(dtype), s.batch, s.m, s.k, s.n, flags};
   const auto entry = cache.get(key, [&] { return build_matmul(s, dtype); });
   if (!entry->primitive) return false;
@@ -121,7 +130,10 @@ bool matmul_onednn(const KernelContext& c, const MatmulShape& s) {
                                              {DNNL_ARG_WEIGHTS, wrap(entry->b_desc, c.inputs[1])},
                                              {DNNL_ARG_DST, wrap(entry->out_desc, c.outputs[0])}};
   if (s.has_bias) args.emplace(DNNL_ARG_BIAS, wrap(entry->bias_desc, c.inputs[2]));
+  if (s.fused_add && !entry->residual_after)
+    args.emplace(kResidualArg, wrap(entry->out_desc, c.inputs.back()));
   execute(*entry->primitive, args);
+  if (entry->residual_after) add_residual(c.inputs.back(), c.outputs[0], s.fused_relu);
   return true;
 }
 
@@ -140,6 +152,7 @@ void matmul_kernel(const KernelContext& c) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) matmul_loops<T>(c, s);
   });
+  if (s.fused_add) add_residual(c.inputs.back(), c.outputs[0], s.fused_relu);
 }
 
 }  // namespace

@@ -22,6 +22,16 @@ dnnl::memory::desc plain_desc(const Shape& shape, DType dtype);
 dnnl::memory::desc nhwc_desc(const Shape& nhwc_shape, DType dtype);
 dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor);
 
+// The post-ops of a fused convolution or product (Conv2DAttrs/MatmulAttrs::fused_add and
+// fused_relu): the residual added first (a binary post-op whose operand is described by
+// `residual`), then relu.
+dnnl::primitive_attr fused_post_ops(bool add_residual, const dnnl::memory::desc& residual,
+                                    bool relu);
+// The argument that gives the residual's binary post-op (always the first post-op) its operand.
+inline constexpr int kResidualArg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
+// Whether oneDNN picked its reference implementation ("ref:any"), scalar loops far slower than
+// ours or than doing without the post-op that forced it.
+bool is_reference_implementation(const char* impl_info);
 // Runs one primitive on the shared stream and waits for it.
 void execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args);
 

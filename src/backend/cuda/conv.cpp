@@ -220,10 +220,11 @@ Tensor symmetric_input(DeviceContext& context, const Tensor& x, const Geometry& 
 }
 
 void run_forward(const KernelContext& c) {
-  // Only CPU graphs are fused (compile/fusion.cpp); cuDNN's fused conv-bias-activation is the
+  // Only CPU graphs are fused (compile/passes.h); cuDNN's fused conv-bias-activation is the
   // way here.
-  TANDEM_ASSERT(!op_attrs<OpKind::conv2d>(c.attrs).fused_relu,
-                "conv2d with a fused relu reached the CUDA backend");
+  TANDEM_ASSERT(
+      !op_attrs<OpKind::conv2d>(c.attrs).fused_relu && !op_attrs<OpKind::conv2d>(c.attrs).fused_add,
+      "conv2d with a fused relu or residual reached the CUDA backend");
   DeviceContext& context = enter(c);
   const Tensor& x = c.inputs[0];
   const Tensor& y = c.outputs[0];

@@ -166,8 +166,9 @@ void run_matmul(const KernelContext& c) {
   const Tensor& out = c.outputs[0];
   if (out.numel() == 0) return;
   const MatmulShape s = matmul_shape(c);
-  // Only CPU graphs are fused (compile/fusion.cpp); cuBLASLt's RELU epilogue is the way here.
-  TANDEM_ASSERT(!s.fused_relu, "matmul with a fused relu reached the CUDA backend");
+  // Only CPU graphs are fused (compile/passes.h); cuBLASLt's RELU epilogue is the way here.
+  TANDEM_ASSERT(!s.fused_relu && !s.fused_add,
+                "matmul with a fused relu or residual reached the CUDA backend");
   if (s.k == 0) {
     // An empty sum: zeros, plus the bias when there is one.
     if (s.has_bias) {

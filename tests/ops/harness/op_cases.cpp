@@ -449,6 +449,21 @@ void matmul_cases(CaseList& list) {
                 },
             .run = [](const Inputs& x) { return Outputs{matmul(x[0], x[1], x[2])}; },
             .uses_tf32 = true});
+  // A residual added to the result (the fusion pass's fused_add), as for conv2d.
+  list.add(
+      {.op = K::matmul,
+       .name = "bias_fused_add",
+       .inputs =
+           [=](InputMaker& in) {
+             const auto [batch, m, k, n] = extents(in);
+             return Inputs{in.uniform({batch, m, k}), in.uniform({k, n}), in.uniform({n}),
+                           in.uniform({batch, m, n})};
+           },
+       .run =
+           [](const Inputs& x) {
+             return call_op(K::matmul, x, make_op_attrs<K::matmul>({false, false, false, true}));
+           },
+       .uses_tf32 = true});
   list.add({.op = K::matmul,
             .name = "batched_tb",
             .inputs =
@@ -566,6 +581,25 @@ void conv_cases(CaseList& list) {
                       }};
                 },
             .uses_tf32 = true});
+  // A residual added to the result (the fusion pass's fused_add): a oneDNN binary post-op in
+  // f32, added after the product elsewhere; its gradient is dy. (With a relu after it too, the
+  // residual's gradient is masked cell by cell, and a bf16 mask flips where the sum is near 0:
+  // that combination is checked bit for bit against the eager ops in compile_test instead.)
+  list.add(
+      {.op = K::conv2d,
+       .name = "bias_fused_add",
+       .instance =
+           [](InputMaker& in) {
+             const Conv2DOptions options{{1, 1}, Padding::same, {1, 1}};
+             const ConvGeometry g = conv_geometry(in, options);
+             return Instance{
+                 {in.uniform(g.input), in.uniform(g.filter), in.uniform({g.filter[3]}),
+                  in.uniform(g.output)},
+                 [options](const Inputs& x) {
+                   return call_op(K::conv2d, x, make_op_attrs<K::conv2d>({options, false, true}));
+                 }};
+           },
+       .uses_tf32 = true});
   const Conv2DOptions same_stride2{{2, 2}, Padding::same, {1, 1}};
   conv_backward_cases(list, "same_stride2", "same_stride2_with_bias",
                       [same_stride2](InputMaker& in) { return conv_geometry(in, same_stride2); });
