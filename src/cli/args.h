@@ -133,6 +133,13 @@ class OptionTable {
       specs.push_back({option.name, option.value_name, option.help});
     return specs;
   }
+  // Reads one option's text over the defaults, alone (no checks across options): whether the
+  // text is good for it. Throws UsageError as reading it with the others would.
+  void read_one(const std::string& name, const std::string& text) const {
+    Options options;
+    for (const Option<Options>& option : options_)
+      if (option.name == name) option.read(options, option.name, text);
+  }
   // The options given in `args` read over the defaults, in the table's order, then the checks.
   Options read(const ParsedArgs& args) const {
     Options options;

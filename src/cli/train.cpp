@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <numeric>
@@ -15,6 +16,7 @@
 #include "cli/format.h"
 #include "cli/observe_options.h"
 #include "cli/precision_options.h"
+#include "cli/run_file.h"
 #include "cli/strategy_options.h"
 #include "core/files.h"
 #include "tandem/data.h"
@@ -127,6 +129,11 @@ const OptionTable<TrainOptions>& train_options() {
         {"--report", "FILE",
          "also write the results (settings, test accuracy and loss, samples/s, times) as JSON",
          into(&O::report_path, parse_output_path)},
+        {"--config", "FILE",
+         "read options from a TOML run file, keyed by these long options without '--' "
+         "(batch-size = 64, lr-schedule = \"cosine\", deterministic = true), at the top or "
+         "in [tables] that group them; options given here override the file's",
+         [](O&, const std::string&, const std::string&) {}},
         {"--jit", "on|off",
          "run the training step compiled (traced once, then one planned graph a step) or "
          "eagerly, op by op; the results are the same bit for bit, compiled faster and in 0.65x "
@@ -219,29 +226,13 @@ std::vector<std::pair<std::string, std::string>> training_configuration(
 // resources of its machine, its patience. --data-dir too: the paths may differ between
 // machines, and the data itself is compared (a digest of the first batch) when training starts.
 const std::vector<std::string>& per_worker_options() {
-  static const std::vector<std::string> names{"--threads",
-                                              "--data-dir",
-                                              "--report",
-                                              "--quiet",
-                                              "--verbose",
-                                              "--logdir",
-                                              "--log-every",
-                                              "--histogram-freq",
-                                              "--monitor-interval",
-                                              "--profile",
-                                              "--profile-steps",
-                                              "--trace",
-                                              "--log-device-placement",
-                                              "--checkpoint-dir",
-                                              "--checkpoint-every",
-                                              "--keep-checkpoints",
-                                              "--keep-best",
-                                              "--resume",
-                                              "--save-model",
-                                              "--join-timeout",
-                                              "--collective-timeout",
-                                              "--memory-limit",
-                                              "--pjrt-plugin"};
+  static const std::vector<std::string> names{
+      "--threads", "--data-dir", "--report",
+      // its options are compared, not its path
+      "--config", "--quiet", "--verbose", "--logdir", "--log-every", "--histogram-freq",
+      "--monitor-interval", "--profile", "--profile-steps", "--trace", "--log-device-placement",
+      "--checkpoint-dir", "--checkpoint-every", "--keep-checkpoints", "--keep-best", "--resume",
+      "--save-model", "--join-timeout", "--collective-timeout", "--memory-limit", "--pjrt-plugin"};
   return names;
 }
 
@@ -446,8 +437,13 @@ const CommandSpec& train_spec() {
   return spec;
 }
 
-int run_train(const ParsedArgs& args) {
+int run_train(const ParsedArgs& command_line) {
   const auto start = std::chrono::steady_clock::now();
+  // A run file's options under the command line's, each checked as the command line's are.
+  const ParsedArgs args = with_run_file(train_spec(), command_line,
+                                        [](const std::string& option, const std::string& text) {
+                                          train_options().read_one(option, text);
+                                        });
   // A resumed run takes its settings from the checkpoint.
   std::optional<io::CheckpointInfo> resume;
   if (const auto directory = args.value("--resume")) resume = io::read_checkpoint_info(*directory);
@@ -468,7 +464,15 @@ int run_train(const ParsedArgs& args) {
   global.learning_rate =
       strategy->scaled_learning_rate(options.learning_rate, options.strategy.lr_scaling);
   const bool chatty = options.verbosity > 0 && strategy->is_chief();
-  if (strategy->is_chief()) check_destinations(options);
+  if (strategy->is_chief()) {
+    check_destinations(options);
+    // The options the run was given, as a run file that repeats it.
+    if (!options.observe.logdir.empty()) {
+      std::filesystem::create_directories(options.observe.logdir);
+      write_file_atomically(options.observe.logdir + "/run.toml",
+                            resolved_run_file(train_spec(), args));
+    }
+  }
 
   set_num_threads(options.threads);
   if (const auto warning = thread_count_warning(options.threads); warning && strategy->is_chief()) {
@@ -632,7 +636,9 @@ int run_train(const ParsedArgs& args) {
                                   {"epoch_seconds", mean_epoch_seconds(history)},
                                   {"wall_seconds", wall_seconds},
                                   {"train_seconds", train_seconds},
-                                  {"tandem_version", version()}};
+                                  {"tandem_version", version()},
+                                  {"config", resolved_configuration(train_spec(), args)}};
+    if (const auto run_file = command_line.value("--config")) report["config_file"] = *run_file;
     add_communication(*strategy, history, report);
     write_report(options.report_path, report);
     if (chatty) std::cout << "report: " << options.report_path << "\n";
