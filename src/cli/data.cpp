@@ -357,6 +357,7 @@ data::Pipeline folder_examples(const std::string& root) {
 struct DataOptions {
   std::string labels;  // empty: none
   bool gzip = false;
+  std::string split;  // a Fashion-MNIST folder's split: "train" or "test"; empty: not given
 };
 
 const OptionTable<DataOptions>& data_options() {
@@ -366,6 +367,9 @@ const OptionTable<DataOptions>& data_options() {
        into(&O::labels)},
       {"--gzip", "", "convert: gzip-compress the TFRecord file (TensorFlow's \"GZIP\")",
        flag(&O::gzip)},
+      {"--split", "train|test",
+       "convert: which split of a Fashion-MNIST (or MNIST) folder to write (default train)",
+       into(&O::split, one_of({"train", "test"}, "split"))},
   });
   return table;
 }
@@ -398,11 +402,41 @@ int convert(const std::string& source, const std::string& destination, const Dat
     throw UsageError("convert: directory " + parent.string() + " of '" + destination +
                      "' does not exist; create it or choose another path");
   }
-  require_not_a_source(source, options.labels, destination);
   const data::Compression compression =
       options.gzip ? data::Compression::gzip : data::Compression::none;
   // The records, and the spec that reads them back.
+  const std::string idx_spec =
+      "{\"image\", FeatureSpec::bytes({H, W, C})}, {\"label\", FeatureSpec::int64({}, "
+      "DType::i32)}";
+  // A Fashion-MNIST folder, as inspect reads it: one split's IDX files.
+  const std::string split_files = options.split == "test" ? "t10k" : "train";
+  const bool idx_folder =
+      fs::is_directory(source) && (data::has_fashion_mnist_split(source, "train") ||
+                                   data::has_fashion_mnist_split(source, "t10k"));
+  if (!options.split.empty() && !idx_folder) {
+    throw UsageError("convert: --split picks a split of a Fashion-MNIST folder; " + source +
+                     " is not one (it has no train-/t10k-*-idx*-ubyte files)");
+  }
+  if (idx_folder && !options.labels.empty()) {
+    throw UsageError(
+        "convert: --labels is for an IDX image file; a Fashion-MNIST folder has its "
+        "labels (pick the split with --split train|test)");
+  }
+  // From a Fashion-MNIST folder only the split's two files are read: the output may go beside
+  // them.
+  if (idx_folder) {
+    const data::IdxFiles files = data::fashion_mnist_files(source, split_files);
+    require_not_a_source(files.images, files.labels, destination);
+  } else {
+    require_not_a_source(source, options.labels, destination);
+  }
   const auto [examples, spec] = [&]() -> std::pair<data::Pipeline, std::string> {
+    if (idx_folder) {
+      const data::IdxFiles files = data::fashion_mnist_files(source, split_files);
+      std::cout << "converting the " << (options.split.empty() ? "train" : options.split)
+                << " split: " << files.images << " with " << files.labels << "\n";
+      return {idx_examples(files.images, files.labels), idx_spec};
+    }
     if (fs::is_directory(source)) {
       if (!options.labels.empty()) {
         throw UsageError(
@@ -423,9 +457,7 @@ int convert(const std::string& source, const std::string& destination, const Dat
           "convert: IDX images need their labels: pass --labels FILE (e.g. "
           "train-labels-idx1-ubyte.gz)");
     }
-    return {idx_examples(source, options.labels),
-            "{\"image\", FeatureSpec::bytes({H, W, C})}, {\"label\", FeatureSpec::int64({}, "
-            "DType::i32)}"};
+    return {idx_examples(source, options.labels), idx_spec};
   }();
   // Written beside the destination and renamed over it only once complete: a failure (a bad
   // image halfway) leaves an earlier file of that name as it was, and no partial output.
@@ -452,12 +484,14 @@ const CommandSpec& data_spec() {
   static const CommandSpec spec{
       "data",
       "Inspect a data file or folder, or convert a data set to TFRecords",
-      "tandem data inspect PATH\n       tandem data convert SOURCE DEST [--labels FILE] [--gzip]",
+      "tandem data inspect PATH\n       tandem data convert SOURCE DEST [--labels FILE] "
+      "[--split train|test] [--gzip]",
       "inspect: says what PATH holds: its format (IDX, TFRecord, CIFAR-10 batch, JPEG, PNG, a\n"
       "folder of <class>/<image> files or of Fashion-MNIST's IDX files), the element count and\n"
       "shapes, and the label histogram.\n"
-      "convert: writes SOURCE, an IDX image file (with --labels) or a folder of <class>/<image>\n"
-      "files, to DEST as a TFRecord file of tf.train.Example records: image (raw pixels or the\n"
+      "convert: writes SOURCE, an IDX image file (with --labels), a Fashion-MNIST folder (one\n"
+      "split: --split train|test) or a folder of <class>/<image> files, to DEST as a TFRecord file "
+      "of tf.train.Example records: image (raw pixels or the\n"
       "encoded file), label, height, width, channels (and class and format for image folders).",
       data_options().specs(),
       false,
@@ -475,8 +509,9 @@ int run_data(const ParsedArgs& args) {
       throw UsageError("'tandem data inspect' takes one PATH, got " +
                        std::to_string(operands.size() - 1));
     }
-    if (!options.labels.empty() || options.gzip) {
-      throw UsageError("--labels and --gzip are options of 'tandem data convert', not inspect");
+    if (!options.labels.empty() || options.gzip || !options.split.empty()) {
+      throw UsageError(
+          "--labels, --split and --gzip are options of 'tandem data convert', not inspect");
     }
     inspect(operands[1]);
     return 0;

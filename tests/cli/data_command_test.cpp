@@ -76,6 +76,49 @@ TEST(DataCommand, ConvertsIdxToTfRecordsThatInspectAndTheLibraryRead) {
   }
 }
 
+// A Fashion-MNIST folder converts as inspect reads it: one split (train by default, or
+// --split test), the same records as the split's IDX files give.
+TEST(DataCommand, ConvertsASplitOfAFashionMnistFolder) {
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 12, 5);
+  for (const std::string split : {"", "test"}) {
+    const std::string output = dir.file("out" + split + ".tfrecord");
+    std::vector<std::string> args{"data", "convert", dir.path().string(), output};
+    if (!split.empty()) args.insert(args.end(), {"--split", split});
+    const CliResult convert = run_cli(args);
+    ASSERT_EQ(convert.status, 0) << convert.err;
+    const std::string files = split.empty() ? "train" : "t10k";
+    expect_contains(convert.out, "converting the " +
+                                     (split.empty() ? std::string("train") : split) +
+                                     " split: " + dir.file(files + "-images-idx3-ubyte.gz"));
+    expect_contains(convert.out,
+                    "wrote " + std::to_string(split.empty() ? 12 : 5) + " records to " + output);
+    const std::vector<data::Element> examples =
+        data::Pipeline::tfrecord({output})
+            .map(data::parse_examples({{"image", data::FeatureSpec::bytes({4, 3, 1})},
+                                       {"label", data::FeatureSpec::int64({}, DType::i32)}}))
+            .collect();
+    const std::vector<data::Element> originals =
+        data::Pipeline::idx(dir.file(files + "-images-idx3-ubyte.gz"),
+                            dir.file(files + "-labels-idx1-ubyte.gz"))
+            .collect();
+    ASSERT_EQ(examples.size(), originals.size());
+    for (std::size_t i = 0; i < examples.size(); ++i) {
+      EXPECT_EQ(examples[i].at("image").to_vector<int>(),
+                originals[i].at("image").to_vector<int>());
+      EXPECT_EQ(examples[i].at("label").item(), originals[i].at("label").item());
+    }
+  }
+  expect_error({"data", "convert", dir.path().string(), dir.file("x.tfrecord"), "--labels",
+                dir.file("train-labels-idx1-ubyte.gz")},
+               2, {"a Fashion-MNIST folder has its labels", "--split train|test"});
+  expect_error({"data", "convert", dir.file("train-images-idx3-ubyte.gz"), dir.file("x.tfrecord"),
+                "--split", "test"},
+               2, {"--split picks a split of a Fashion-MNIST folder"});
+  expect_error({"data", "convert", dir.path().string(), dir.file("x.tfrecord"), "--split", "dev"},
+               2, {"unknown split 'dev' for --split"});
+}
+
 TEST(DataCommand, ConvertsAndInspectsAnImageFolder) {
   ScratchDir dir;
   const std::filesystem::path root = dir.path() / "photos";
