@@ -1000,14 +1000,15 @@ void loss_and_update_cases(CaseList& list) {
                   return Outputs{param, velocity};
                 },
             .compare_gradients = false});
+  // param, grad, m and v (v positive, as a second moment is).
+  const auto adam_inputs = [parameters](InputMaker& in) {
+    Inputs x = parameters(in, 3);
+    x.push_back(in.uniform(x[0].shape(), 0.1, 1));
+    return x;
+  };
   list.add({.op = K::adam_update,
             .name = "adamw",
-            .inputs =
-                [parameters](InputMaker& in) {
-                  Inputs x = parameters(in, 3);
-                  x.push_back(in.uniform(x[0].shape(), 0.1, 1));
-                  return x;
-                },
+            .inputs = adam_inputs,
             .run =
                 [](const Inputs& x) {
                   Tensor param = x[0].clone();
@@ -1025,12 +1026,7 @@ void loss_and_update_cases(CaseList& list) {
   };
   list.add({.op = K::adam_update,
             .name = "gated_skipped_then_applied",
-            .inputs =
-                [parameters](InputMaker& in) {
-                  Inputs x = parameters(in, 3);
-                  x.push_back(in.uniform(x[0].shape(), 0.1, 1));
-                  return x;
-                },
+            .inputs = adam_inputs,
             .run =
                 [gated](const Inputs& x) {
                   Tensor param = x[0].clone();
