@@ -75,6 +75,8 @@ Tensor encode_png(const Tensor& image);
 Tensor resize(const Tensor& image, std::int64_t height, std::int64_t width);
 Tensor crop(const Tensor& image, const CropWindow& window);
 Tensor flip_left_right(const Tensor& image);
+// `pixels` zeros added on every side: (H + 2p, W + 2p, C).
+Tensor pad(const Tensor& image, std::int64_t pixels);
 // f32 (value - mean[c]) / stddev[c]; one value broadcasts to every channel.
 Tensor normalize(const Tensor& image, const std::vector<float>& mean,
                  const std::vector<float>& stddev);
@@ -101,6 +103,9 @@ MapFn resize(std::int64_t height, std::int64_t width, std::string key = "image")
 // A random (height, width) window; the image must be at least that large.
 MapFn random_crop(std::int64_t height, std::int64_t width, std::uint64_t seed,
                   std::string key = "image");
+// Shifts the image by up to `pixels` in each direction, filling with zeros: a random window of
+// its own size from the image padded by `pixels` (the CIFAR-10 training recipe, 4 pixels).
+MapFn random_translate(std::int64_t pixels, std::uint64_t seed, std::string key = "image");
 // Mirrors half of the images, chosen at random.
 MapFn random_flip_left_right(std::uint64_t seed, std::string key = "image");
 MapFn normalize(std::vector<float> mean, std::vector<float> stddev, std::string key = "image");

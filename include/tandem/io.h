@@ -225,6 +225,22 @@ class ModelCheckpoint final : public train::Callback {
 // checksums. The model is built and not compiled. Throws IoError naming the file and the problem.
 nn::Model load_model(const std::string& directory);
 
+// A Keras model description as TensorFlow 2.15 writes it: the JSON of model.to_json(), the
+// config.json inside a .keras file, or the .keras file itself (its config.json is read; its HDF5
+// weights are not). Sequential and Functional models (one input, one output; shared layers and
+// residual branches allowed) of the layers Tandem has, with Keras' names, arguments, defaults
+// and initialisers, so the model has Keras' weights by count and name ("conv2d/kernel"). An
+// unsupported layer class or argument value is an InvalidArgument naming the file, the layer
+// and the argument. `input_shape` is used when the description has none (a Sequential never
+// built in Keras).
+struct KerasModel {
+  nn::Model model;                     // built, not compiled
+  bool outputs_probabilities = false;  // it ends in a softmax: the loss takes probabilities
+  std::string class_name;              // "Sequential" or "Functional"
+};
+KerasModel load_keras_model(const std::string& path,
+                            const std::optional<Shape>& input_shape = std::nullopt);
+
 // What a saved model says about itself, without loading the weights.
 struct SavedModelInfo {
   std::string name;

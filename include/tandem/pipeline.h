@@ -260,6 +260,10 @@ class Pipeline final : public Dataset {
   // `count` passes over the input, or forever (-1).
   Pipeline repeat(std::int64_t count = -1) const;
   Pipeline take(std::int64_t count) const;
+  // Declares that a pass yields `count` elements (a count taken once, by a pass over a source of
+  // unknown cardinality), so later stages and model.fit need not count; a pass that yields
+  // another number throws.
+  Pipeline assert_cardinality(std::int64_t count) const;
   Pipeline skip(std::int64_t count) const;
   // Every num_shards-th element starting at `index`: worker `index` of `num_shards`.
   Pipeline shard(std::int64_t num_shards, std::int64_t index) const;

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "cli/data_formats.h"
 #include "cli/format.h"
-#include "core/crc32c.h"
 #include "core/files.h"
 #include "data/file_io.h"
 #include "data/idx.h"
@@ -21,8 +21,6 @@ namespace tandem::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr std::int64_t kCifarRecordBytes = 3073;
 
 // ---- Reporting ----
 
@@ -97,42 +95,6 @@ class ShapeSummary {
 
 std::string compression_note(const std::string& path) {
   return is_gzip_file(path) ? " (gzip-compressed)" : "";
-}
-
-// ---- Formats ----
-
-enum class Kind { idx, tfrecord, cifar10, image, unknown };
-
-// The first bytes of the (decompressed) file.
-std::vector<std::uint8_t> head_of(const std::string& path, std::size_t count) {
-  data::InputFile file(path);
-  std::vector<std::uint8_t> head(count);
-  head.resize(file.read(head.data(), count));
-  return head;
-}
-
-Kind kind_of_file(const std::string& path) {
-  const std::vector<std::uint8_t> head = head_of(path, 12);
-  if (head.size() >= 3 && head[0] == 0xFF && head[1] == 0xD8 && head[2] == 0xFF) return Kind::image;
-  if (head.size() >= 8 && head[0] == 0x89 && head[1] == 'P' && head[2] == 'N' && head[3] == 'G') {
-    return Kind::image;
-  }
-  if (head.size() >= 4 && head[0] == 0 && head[1] == 0 && head[3] >= 1 && head[3] <= 8 &&
-      (head[2] == 0x08 || head[2] == 0x09 || (head[2] >= 0x0B && head[2] <= 0x0E))) {
-    return Kind::idx;
-  }
-  if (head.size() == 12) {
-    std::uint32_t stored = 0;
-    for (int i = 3; i >= 0; --i)
-      stored = (stored << 8) | head[8 + static_cast<std::size_t>(i)];
-    if (mask_crc(crc32c({head.data(), 8})) == stored) return Kind::tfrecord;
-  }
-  std::error_code error;
-  const auto size = fs::file_size(path, error);
-  if (!error && size > 0 && size % kCifarRecordBytes == 0 && !is_gzip_file(path)) {
-    return Kind::cifar10;
-  }
-  return Kind::unknown;
 }
 
 void inspect_idx(const std::string& path) {
@@ -283,19 +245,19 @@ void inspect(const std::string& path) {
                   "JPEG, PNG) or write or download it again");
   }
   switch (kind_of_file(path)) {
-    case Kind::idx:
+    case DataKind::idx:
       inspect_idx(path);
       return;
-    case Kind::tfrecord:
+    case DataKind::tfrecord:
       inspect_tfrecord(path);
       return;
-    case Kind::cifar10:
+    case DataKind::cifar10:
       inspect_cifar10(path);
       return;
-    case Kind::image:
+    case DataKind::image:
       inspect_image(path);
       return;
-    case Kind::unknown:
+    case DataKind::unknown:
       break;
   }
   throw IoError(path +
@@ -447,7 +409,7 @@ int convert(const std::string& source, const std::string& destination, const Dat
               "{\"image\", FeatureSpec::bytes()}, {\"label\", FeatureSpec::int64({}, DType::i32)}"};
     }
     require_regular_file(source);
-    if (kind_of_file(source) != Kind::idx) {
+    if (kind_of_file(source) != DataKind::idx) {
       throw IoError(source +
                     ": neither an IDX image file nor a folder of class folders; convert "
                     "takes one of those");

@@ -18,8 +18,10 @@
 #include "cli/precision_options.h"
 #include "cli/run_file.h"
 #include "cli/strategy_options.h"
+#include "cli/train_data.h"
 #include "core/files.h"
 #include "tandem/data.h"
+#include "tandem/io.h"
 #include "tandem/mixed_precision.h"
 #include "tandem/nn.h"
 #include "tandem/pipeline.h"
@@ -43,7 +45,11 @@ constexpr const char* kDefaultSchedule = "cosine";
 constexpr std::uint64_t kDefaultSeed = 42;
 // Evaluation only runs forward passes; larger batches are faster and change no result.
 constexpr std::int64_t kEvaluationBatchSize = 256;
-constexpr std::int64_t kFashionMnistClasses = 10;
+// Decoded training images up to this size stay in memory after the first epoch (JPEG and PNG
+// decoding would otherwise be paid every epoch); larger sets are decoded again each epoch and
+// shuffled through a buffer of kShuffleBufferBytes.
+constexpr std::int64_t kCacheBytes = std::int64_t{2} << 30;
+constexpr std::int64_t kShuffleBufferBytes = std::int64_t{256} << 20;
 
 struct TrainOptions {
   std::string model = kDefaultModel;
@@ -62,15 +68,8 @@ struct TrainOptions {
   CheckpointingOptions checkpointing;
   StrategyOptions strategy;
   PrecisionOptions precision;
+  TrainDataOptions data;
 };
-
-// The classes of Fashion-MNIST's labels 0-9, saved with the model for `tandem predict`.
-const std::vector<std::string>& fashion_mnist_class_names() {
-  static const std::vector<std::string> names{"T-shirt/top", "Trouser",   "Pullover", "Dress",
-                                              "Coat",        "Sandal",    "Shirt",    "Sneaker",
-                                              "Bag",         "Ankle boot"};
-  return names;
-}
 
 std::string join(const std::vector<std::string>& items, const std::string& separator) {
   std::string text;
@@ -85,9 +84,22 @@ const OptionTable<TrainOptions>& train_options() {
   using O = TrainOptions;
   static const OptionTable<O> table = [] {
     OptionTable<O> options({
-        {"--model", "NAME",
-         "zoo model: " + join(nn::zoo::image_model_names(), ", ") + " (default cnn)",
-         into(&O::model, one_of(nn::zoo::image_model_names(), "model"))},
+        {"--model", "NAME|FILE",
+         "zoo model: " + join(nn::zoo::image_model_names(), ", ") +
+             " (default cnn); or a Keras model as TensorFlow writes it (model.to_json(), a "
+             ".keras file or its config.json); or a folder `--save-model` wrote (its weights "
+             "too: training goes on from them)",
+         [](O& options, const std::string& option, const std::string& text) {
+           const std::vector<std::string> zoo = nn::zoo::image_model_names();
+           if (std::find(zoo.begin(), zoo.end(), text) == zoo.end() &&
+               !std::filesystem::exists(text)) {
+             throw UsageError("unknown model '" + text + "' for " + option + "; choose " +
+                              join(zoo, ", ") +
+                              ", or pass a Keras model file (.json, .keras) or a saved model "
+                              "folder that exists");
+           }
+           options.model = text;
+         }},
         {"--epochs", "N",
          "passes over the training set (default " + std::to_string(kDefaultEpochs) + ")",
          [](O& options, const std::string& option, const std::string& text) {
@@ -120,11 +132,12 @@ const OptionTable<TrainOptions>& train_options() {
         {"--data-dir", "DIR",
          std::string("directory with the four Fashion-MNIST IDX files, gzipped or not "
                      "(default ") +
-             data::kFashionMnistDefaultDir + ", from the Debian package dataset-fashion-mnist)",
+             data::kFashionMnistDefaultDir +
+             ", from the Debian package dataset-fashion-mnist); other data: --data",
          into(&O::data_dir, parse_directory)},
         {"--validation-split", "F",
-         "hold out the last fraction F of the training set and report val_ metrics each epoch "
-         "(default 0)",
+         "hold out the last fraction F of the training set (of an image folder: a random one, "
+         "seeded) and report val_ metrics each epoch (default 0)",
          into(&O::validation_split, parse_fraction)},
         {"--report", "FILE",
          "also write the results (settings, test accuracy and loss, samples/s, times) as JSON",
@@ -153,8 +166,19 @@ const OptionTable<TrainOptions>& train_options() {
           if (args.has("--quiet") && args.has("--verbose")) {
             throw UsageError("--quiet and --verbose contradict each other; pass one of them");
           }
+          if (args.has("--data") && args.has("--data-dir")) {
+            throw UsageError(
+                "--data and --data-dir both name the training data; pass one (--data DIR reads "
+                "a Fashion-MNIST folder too)");
+          }
+          if (args.has("--validation-data") && options.validation_split > 0.0) {
+            throw UsageError(
+                "--validation-data and --validation-split both say what to validate on; pass "
+                "one of them");
+          }
           const std::string& best = options.checkpointing.keep_best;
-          if (best.starts_with("val_") && options.validation_split == 0.0) {
+          if (best.starts_with("val_") && options.validation_split == 0.0 &&
+              options.data.validation_data.empty() && options.data.data.empty()) {
             throw UsageError("--keep-best " + best +
                              " needs validation data, and this run has none; add "
                              "--validation-split F (e.g. 0.1), or keep the best by " +
@@ -164,7 +188,8 @@ const OptionTable<TrainOptions>& train_options() {
         .add(observe_options(), &O::observe)
         .add(checkpointing_options(), &O::checkpointing)
         .add(strategy_options(), &O::strategy)
-        .add(precision_options(), &O::precision);
+        .add(precision_options(), &O::precision)
+        .add(train_data_options(), &O::data);
     return options;
   }();
   return table;
@@ -217,6 +242,16 @@ std::vector<std::pair<std::string, std::string>> training_configuration(
        options.strategy.lr_scaling == distribute::LearningRateScaling::linear ? "linear" : "none"},
       {"--bucket-kib",
        workers.bucket_bytes == 0 ? "default" : std::to_string(workers.bucket_bytes / 1024)},
+      {"--image-feature", options.data.image_feature},
+      {"--label-feature", options.data.label_feature},
+      {"--image-size", options.data.image_height == 0
+                           ? ""
+                           : std::to_string(options.data.image_height) + "x" +
+                                 std::to_string(options.data.image_width)},
+      {"--channels", options.data.channels == 0 ? "" : std::to_string(options.data.channels)},
+      {"--augment", join(options.data.augment, ",")},
+      {"--num-classes",
+       options.data.num_classes == 0 ? "" : std::to_string(options.data.num_classes)},
   };
 }
 
@@ -227,7 +262,7 @@ std::vector<std::pair<std::string, std::string>> training_configuration(
 // machines, and the data itself is compared (a digest of the first batch) when training starts.
 const std::vector<std::string>& per_worker_options() {
   static const std::vector<std::string> names{
-      "--threads", "--data-dir", "--report",
+      "--threads", "--data-dir", "--data", "--validation-data", "--test-data", "--report",
       // its options are compared, not its path
       "--config", "--quiet", "--verbose", "--logdir", "--log-every", "--histogram-freq",
       "--monitor-interval", "--profile", "--profile-steps", "--trace", "--log-device-placement",
@@ -252,6 +287,9 @@ io::RunConfig run_config(const TrainOptions& options) {
   for (auto& [name, value] : training_configuration(options))
     config.emplace(std::move(name), std::move(value));
   config.emplace("--data-dir", options.data_dir);
+  config.emplace("--data", options.data.data);
+  config.emplace("--validation-data", options.data.validation_data);
+  config.emplace("--test-data", options.data.test_data);
   config.emplace("--checkpoint-every", options.checkpointing.every_steps > 0
                                            ? std::to_string(options.checkpointing.every_steps)
                                            : "");
@@ -285,18 +323,19 @@ double mean_epoch_seconds(const train::History& history) {
   return std::accumulate(seconds.begin(), seconds.end(), 0.0) / static_cast<double>(seconds.size());
 }
 
-// The main job's input pipelines, read from the IDX files. Training: the examples shuffled
-// every epoch through a buffer as large as the split (a full shuffle) and batched ahead on a
-// prefetch thread (depth autotuned) while the model trains; each batch is scaled to [0, 1]
-// floats as the model takes it, so the buffer holds compact u8 pixels (a quarter of the
-// memory; the scaling costs microseconds a batch). Validation (the last fraction of the
-// training file, as Keras' validation_split) and test: the same, in order.
-struct FashionMnistInput {
+// The run's input pipelines from its data sets (Fashion-MNIST's IDX files for the main job).
+// Training: the examples shuffled every epoch through a buffer as large as the split (a full
+// shuffle; decoded JPEG/PNG images kept in memory after the first epoch when they fit, else a
+// bounded buffer), augmented, and batched ahead on a prefetch thread (depth autotuned) while the
+// model trains; each batch is scaled to [0, 1] floats as the model takes it, so the buffers hold
+// compact u8 pixels (a quarter of the memory; the scaling costs microseconds a batch).
+// Validation (a data set of its own, or the last fraction of the training set as Keras'
+// validation_split) and test: the same without shuffle or augmentation, in order.
+struct TrainingInput {
   data::Pipeline training;
   std::optional<data::Pipeline> validation;
-  data::Pipeline test;
-  Shape image_shape;         // of one example: (28, 28, 1)
-  std::int64_t dropped = 0;  // training examples left out of each epoch (see fashion_mnist_input)
+  std::optional<data::Pipeline> test;
+  std::int64_t dropped = 0;  // training examples left out of each epoch (see training_input)
 };
 
 data::Pipeline scaled_batches(const data::Pipeline& examples, std::int64_t batch_size,
@@ -308,12 +347,9 @@ data::Pipeline scaled_batches(const data::Pipeline& examples, std::int64_t batch
 
 // `equal_shares`: the replicas each global batch must split into equally (XLA's replicas run one
 // program of one static shape); a last partial batch that does not is dropped.
-FashionMnistInput fashion_mnist_input(const TrainOptions& options, int equal_shares = 1) {
-  const data::IdxFiles train_files = data::fashion_mnist_files(options.data_dir, "train");
-  const data::IdxFiles test_files = data::fashion_mnist_files(options.data_dir, "t10k");
-  const data::IdxOptions idx{.num_classes = kFashionMnistClasses};
-  const data::Pipeline all = data::Pipeline::idx(train_files.images, train_files.labels, idx);
-  const std::int64_t total = all.cardinality();
+TrainingInput training_input(const TrainingData& data_sets, const TrainOptions& options,
+                             int equal_shares = 1) {
+  const std::int64_t total = data_sets.training.cardinality();
   const auto kept = static_cast<std::int64_t>(
       std::floor(static_cast<double>(total) * (1.0 - options.validation_split)));
   if (options.validation_split > 0.0 && kept == total) {
@@ -327,31 +363,40 @@ FashionMnistInput fashion_mnist_input(const TrainOptions& options, int equal_sha
                      " training examples and leaves none to train on; pass a smaller fraction, "
                      "e.g. 0.1");
   }
-  const data::Pipeline examples = all.take(kept);
-  const data::Pipeline test_examples =
-      data::Pipeline::idx(test_files.images, test_files.labels, idx);
-  const Shape image_shape = all.take(1).collect().front().at("image").shape();
-  // Found now, not when the test set is evaluated after training.
-  if (const Shape test_shape = test_examples.take(1).collect().front().at("image").shape();
-      test_shape != image_shape) {
-    throw InvalidArgument("the test images " + test_files.images + " are " + shape_str(test_shape) +
-                          ", the training images " + train_files.images + " " +
-                          shape_str(image_shape) +
-                          "; the files of --data-dir come from different data sets");
+  // Examples in class order (an image folder) are split at random, with the run's seed.
+  const data::Pipeline all = data_sets.ordered_by_class && kept < total
+                                 ? data_sets.training.shuffle(total, options.seed,
+                                                              /*reshuffle_each_iteration=*/false)
+                                 : data_sets.training;
+  data::Pipeline examples = all.take(kept);
+  const std::int64_t image_bytes = shape_numel(data_sets.image_shape);
+  std::int64_t shuffle_buffer = kept;
+  if (data_sets.decodes) {
+    if (kept * image_bytes <= kCacheBytes) {
+      examples = examples.cache();
+    } else {
+      shuffle_buffer =
+          std::min(kept, std::max<std::int64_t>(1024, kShuffleBufferBytes / image_bytes));
+    }
   }
+  examples = augmented(examples.shuffle(shuffle_buffer, options.seed), options.data,
+                       data_sets.image_shape, options.seed);
   const std::int64_t remainder = kept % options.batch_size;
   const bool drop_remainder = remainder % equal_shares != 0;
-  FashionMnistInput input{
-      scaled_batches(examples.shuffle(kept, options.seed), options.batch_size, drop_remainder),
-      std::nullopt, scaled_batches(test_examples, kEvaluationBatchSize), image_shape,
-      drop_remainder ? remainder : 0};
-  if (kept < total) input.validation = scaled_batches(all.skip(kept), kEvaluationBatchSize);
+  TrainingInput input{scaled_batches(examples, options.batch_size, drop_remainder), std::nullopt,
+                      std::nullopt, drop_remainder ? remainder : 0};
+  if (data_sets.validation) {
+    input.validation = scaled_batches(*data_sets.validation, kEvaluationBatchSize);
+  } else if (kept < total) {
+    input.validation = scaled_batches(all.skip(kept), kEvaluationBatchSize);
+  }
+  if (data_sets.test) input.test = scaled_batches(*data_sets.test, kEvaluationBatchSize);
   return input;
 }
 
 // The run's settings for TensorBoard's HParams and Text tabs, and a batch of its images.
-RunDescription describe_run(const TrainOptions& options, const data::Dataset& training,
-                            const std::string& device) {
+RunDescription describe_run(const TrainOptions& options, const TrainingData& data_sets,
+                            const data::Dataset& training, const std::string& device) {
   RunDescription run;
   run.hparams = {{"model", options.model},
                  {"epochs", static_cast<double>(options.epochs)},
@@ -363,23 +408,97 @@ RunDescription describe_run(const TrainOptions& options, const data::Dataset& tr
                  {"validation_split", options.validation_split},
                  {"device", device}};
   run.device = Device::parse(device);
-  run.config_text = "tandem " + std::string(version()) + " train on Fashion-MNIST from " +
-                    options.data_dir + ", " + std::to_string(training.num_examples()) +
-                    " training examples";
+  run.config_text = "tandem " + std::string(version()) + " train on " + data_sets.description +
+                    ", " + std::to_string(training.num_examples()) + " training examples";
   if (!options.observe.logdir.empty()) run.sample_batch = training.iterate(0)->next();
   return run;
+}
+
+nlohmann::ordered_json or_null(const std::optional<double>& value) {
+  return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(nullptr);
 }
 
 void write_report(const std::string& path, const nlohmann::ordered_json& report) {
   write_file_atomically(path, json_text(report) + "\n");
 }
 
+// The model to train: a zoo model, a Keras description, or a saved model (with its weights), for
+// the data's images and classes.
+struct TrainedModel {
+  nn::Model model;
+  bool outputs_probabilities = false;  // ends in a softmax, not logits
+  std::string description;             // "Keras Sequential 'cnn' from cnn.json"
+};
+
+// Whether the model's last layer gives probabilities (its activation is a softmax).
+bool ends_in_softmax(const nn::Model& model) {
+  const std::optional<nn::LayerConfig> config = model.layers().back().impl().config();
+  if (!config) return false;
+  const auto activation = config->find("activation");
+  return activation != config->end() && std::holds_alternative<std::string>(activation->second) &&
+         std::get<std::string>(activation->second) == "softmax";
+}
+
+TrainedModel make_model(const TrainOptions& options, const TrainingData& data_sets) {
+  const std::vector<std::string> zoo = nn::zoo::image_model_names();
+  if (std::find(zoo.begin(), zoo.end(), options.model) != zoo.end()) {
+    return {nn::zoo::build(options.model, data_sets.image_shape, data_sets.num_classes), false,
+            options.model};
+  }
+  TrainedModel made = [&]() -> TrainedModel {
+    if (std::filesystem::is_directory(options.model)) {
+      nn::Model saved = io::load_model(options.model);
+      const std::string name = saved.name();
+      const bool softmax = ends_in_softmax(saved);
+      return {std::move(saved), softmax,
+              "saved model '" + name + "' from " + options.model + " (with its weights)"};
+    }
+    io::KerasModel keras = io::load_keras_model(options.model, data_sets.image_shape);
+    const std::string name = keras.model.name();
+    return {std::move(keras.model), keras.outputs_probabilities,
+            "Keras " + keras.class_name + " '" + name + "' from " + options.model};
+  }();
+  const Shape& input = made.model.input_shape();    // (-1, H, W, C)
+  const Shape& output = made.model.output_shape();  // (-1, classes)
+  const Shape expected_input = [&] {
+    Shape shape{-1};
+    shape.insert(shape.end(), data_sets.image_shape.begin(), data_sets.image_shape.end());
+    return shape;
+  }();
+  if (input != expected_input) {
+    throw UsageError("--model " + options.model + " takes inputs " + shape_str(input) +
+                     ", the data's images are " + shape_str(expected_input) +
+                     "; pass --image-size/--channels to match, or change the model's input");
+  }
+  if (output != Shape{-1, data_sets.num_classes}) {
+    throw UsageError("--model " + options.model + " gives outputs " + shape_str(output) +
+                     ", the data has " + std::to_string(data_sets.num_classes) +
+                     " classes; its last layer needs one unit per class");
+  }
+  return made;
+}
+
+// Adam at the run's (global) rate, decayed along a cosine over `total_steps` with --lr-schedule
+// cosine; the loss on the model's logits (or probabilities); accuracy.
+void compile_for_training(TrainedModel& made, const TrainOptions& options, double learning_rate,
+                          std::int64_t total_steps) {
+  const train::LearningRate rate =
+      options.schedule == "cosine"
+          ? train::LearningRate(train::CosineDecay(learning_rate, total_steps))
+          : train::LearningRate(learning_rate);
+  made.model.compile({.optimizer = train::Adam(rate),
+                      .loss = train::SparseCategoricalCrossentropy(!made.outputs_probabilities),
+                      .metrics = {"accuracy"},
+                      .jit_compile = options.jit});
+}
+
 // --find-max-batch: the largest per-replica batch the strategy's devices train, from
 // --batch-size up. Each trial trains a fresh model (with its optimizer's slots) for two steps of
-// the run's own input pipeline at that batch size, so the data held in memory (the shuffle
-// buffer, the batches made ahead) counts as it will in training.
+// the run's own input pipeline at that batch size, and the epoch's last partial batch, so the
+// data held in memory (the shuffle buffer, the batches made ahead) and the compiled step's plans
+// count as they will in training.
 std::int64_t search_max_batch(const TrainOptions& options, const distribute::Strategy& strategy,
-                              const Shape& image_shape, std::int64_t training_examples,
+                              const TrainingData& data_sets, std::int64_t training_examples,
                               std::ostream* log) {
   if (strategy.num_workers() > 1) {
     throw UsageError(
@@ -396,24 +515,45 @@ std::int64_t search_max_batch(const TrainOptions& options, const distribute::Str
     TrainOptions trial = options;
     trial.batch_size = strategy.global_batch_size(batch);
     try {
-      const data::Pipeline two_steps = fashion_mnist_input(trial).training.take(2);
-      nn::Model model = nn::zoo::build(options.model, image_shape, kFashionMnistClasses);
+      const data::Pipeline batches = training_input(data_sets, trial).training;
+      TrainedModel made = make_model(options, data_sets);
+      nn::Model& model = made.model;
       // Compiled or eager as the run will be: a compiled step holds its planned block
       // between steps, an eager one frees its activations.
-      model.compile({.optimizer = train::Adam(options.learning_rate),
-                     .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true),
-                     .metrics = {},
-                     .jit_compile = options.jit});
+      compile_for_training(made, options, options.learning_rate,
+                           batches.num_batches() * options.epochs);
       train::FitOptions quiet;
       quiet.verbose = 0;
-      model.fit(two_steps, 1, quiet);
+      model.fit(batches.take(2), 1, quiet);
+      // The epoch's last, partial batch (a compiled step holds a plan per batch shape), while a
+      // pass over the run's pipeline holds its buffers as it will in training.
+      if (const std::int64_t remainder = training_examples % trial.batch_size; remainder > 0) {
+        data::ElementIterator held = batches.start();
+        held.next();
+        TrainingData last = data_sets;
+        last.training = data_sets.training.take(remainder);
+        trial.validation_split = 0.0;
+        model.fit(training_input(last, trial).training, 1, quiet);
+      }
       return true;
     } catch (const OutOfMemory&) {
       return false;
     }
   };
+  // Training holds a little more than its trials do (the batches the input pipeline makes ahead
+  // grow as it runs; the epoch's last batch is assembled while the others are in use): under a
+  // memory limit the trials leave 2% of it to that.
+  const std::size_t limit = options.precision.memory_limit;
+  if (limit > 0) {
+    for (const Device& device : strategy.devices())
+      set_memory_limit(device, limit / 50 * 49);
+  }
   const std::int64_t found = train::find_max_batch(
       options.batch_size, std::max<std::int64_t>(1, training_examples / replicas), fits, log);
+  if (limit > 0) {
+    for (const Device& device : strategy.devices())
+      set_memory_limit(device, limit);
+  }
   if (log != nullptr) {
     *log << "largest batch size that fits: " << found << (replicas > 1 ? " per replica" : "")
          << "; training with it\n";
@@ -507,24 +647,36 @@ int run_train(const ParsedArgs& command_line) {
   // XLA's replicas take equal shares of every batch.
   const auto* xla_strategy = dynamic_cast<const distribute::Xla*>(strategy.get());
   const int equal_shares = xla_strategy != nullptr ? strategy->num_replicas_in_sync() : 1;
-  FashionMnistInput input = fashion_mnist_input(global, equal_shares);
-  const data::Pipeline& training = input.training;
-  const data::Pipeline& test = input.test;
-  const Shape& example_shape = input.image_shape;  // (28, 28, 1)
+  const TrainingData data_sets = open_training_data(options.data, options.data_dir);
+  TrainingInput input = training_input(data_sets, global, equal_shares);
+  const Shape& example_shape = data_sets.image_shape;  // (H, W, C)
+  if (options.checkpointing.keep_best.starts_with("val_") && !input.validation) {
+    throw UsageError("--keep-best " + options.checkpointing.keep_best +
+                     " needs validation data, and " + data_sets.description +
+                     " has no validation split; add --validation-split F (e.g. 0.1) or "
+                     "--validation-data SPEC, or keep the best by " +
+                     options.checkpointing.keep_best.substr(4));
+  }
   if (options.precision.find_max_batch) {
-    options.batch_size = search_max_batch(options, *strategy, example_shape,
-                                          training.num_examples(), chatty ? &std::cout : nullptr);
+    options.batch_size =
+        search_max_batch(options, *strategy, data_sets, input.training.num_examples(),
+                         chatty ? &std::cout : nullptr);
     global.batch_size = strategy->global_batch_size(options.batch_size);
     manual_seed(options.seed);  // the trials drew initial weights
-    input = fashion_mnist_input(global, equal_shares);
+    input = training_input(data_sets, global, equal_shares);
   }
+  const data::Pipeline& training = input.training;
   if (chatty) {
-    std::cout << "data: Fashion-MNIST from " << options.data_dir << ": " << training.num_examples()
-              << " training"
+    std::cout << "data: " << data_sets.description << ": " << training.num_examples() << " training"
               << (input.validation
                       ? ", " + std::to_string(input.validation->num_examples()) + " validation"
                       : "")
-              << ", " << test.num_examples() << " test images " << shape_str(example_shape) << "\n";
+              << ", "
+              << (input.test ? std::to_string(input.test->num_examples()) + " test" : "no test")
+              << " images " << shape_str(example_shape)
+              << (options.data.augment.empty() ? ""
+                                               : ", augmented: " + join(options.data.augment, ", "))
+              << "\n";
     if (input.dropped > 0) {
       std::cout << "data: the last " << plural(input.dropped, "training example")
                 << " of each epoch are left out: that partial batch does not split over "
@@ -534,20 +686,15 @@ int run_train(const ParsedArgs& command_line) {
   if (options.verbosity == 2) std::cout << "input pipeline: " << training.describe() << "\n";
 
   const distribute::StrategyScope scope = strategy->scope();
-  nn::Model model = nn::zoo::build(options.model, example_shape, kFashionMnistClasses);
+  TrainedModel made = make_model(options, data_sets);
+  nn::Model& model = made.model;
   const std::int64_t total_steps = training.num_batches() * options.epochs;
-  const train::LearningRate learning_rate =
-      options.schedule == "cosine"
-          ? train::LearningRate(train::CosineDecay(global.learning_rate, total_steps))
-          : train::LearningRate(global.learning_rate);
-  model.compile({.optimizer = train::Adam(learning_rate),
-                 .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true),
-                 .metrics = {"accuracy"},
-                 .jit_compile = options.jit});
+  compile_for_training(made, options, global.learning_rate, total_steps);
   if (options.verbosity == 2) model.summary(std::cout);
   if (chatty) {
-    std::cout << "training " << options.model << " for " << plural(options.epochs, "epoch")
-              << ", batch size " << options.batch_size << ", Adam lr " << global.learning_rate
+    std::cout << "training " << made.description << " (" << model.count_params() << " weights) for "
+              << plural(options.epochs, "epoch") << ", batch size " << options.batch_size
+              << ", Adam lr " << global.learning_rate
               << (options.schedule == "cosine" ? " with cosine decay" : "") << ", seed "
               << options.seed << (options.checkpointing.deterministic ? ", deterministic" : "")
               << (xla_strategy != nullptr ? ", the whole step compiled by XLA"
@@ -559,7 +706,7 @@ int run_train(const ParsedArgs& command_line) {
   train::FitOptions fit_options;
   fit_options.validation_data = input.validation ? &*input.validation : nullptr;
   fit_options.verbose = chatty ? 1 : 0;
-  Observers observers(options.observe, describe_run(options, training, device));
+  Observers observers(options.observe, describe_run(options, data_sets, training, device));
   fit_options.callbacks = observers.callbacks();
   io::RunConfig config = run_config(options);
   // Recorded so that a resume with another number of workers is told so, not that the data
@@ -576,16 +723,32 @@ int run_train(const ParsedArgs& command_line) {
   const double train_seconds = seconds_since(train_start);
   if (!strategy->is_chief()) return 0;
 
-  const train::Logs results = model.evaluate(test);
-  observers.log_test_results(results);
-  const double test_accuracy = results.at("accuracy");
-  const double test_loss = results.at("loss");
+  // No test set (an image folder without test/, TFRecords without --test-data): no test figures.
+  std::optional<train::Logs> results;
+  if (input.test) {
+    results = model.evaluate(*input.test);
+    observers.log_test_results(*results);
+  }
+  const std::optional<double> test_accuracy =
+      results ? std::optional(results->at("accuracy")) : std::nullopt;
+  const std::optional<double> test_loss =
+      results ? std::optional(results->at("loss")) : std::nullopt;
   const double samples_per_sec = history.samples_per_sec();
   const double wall_seconds = seconds_since(start);
 
-  std::cout << "test accuracy: " << fixed(test_accuracy, 4) << "\n"
-            << "test loss: " << fixed(test_loss, 4) << "\n"
-            << "throughput: "
+  if (results) {
+    std::cout << "test accuracy: " << fixed(results->at("accuracy"), 4) << "\n"
+              << "test loss: " << fixed(results->at("loss"), 4) << "\n";
+  } else {
+    const auto& epochs = history.history();
+    if (epochs.contains("val_accuracy")) {
+      std::cout << "validation accuracy: " << fixed(epochs.at("val_accuracy").back(), 4) << "\n"
+                << "validation loss: " << fixed(epochs.at("val_loss").back(), 4) << "\n";
+    }
+    std::cout << "test: none (" << data_sets.description
+              << " has no test split; pass --test-data SPEC for test figures)\n";
+  }
+  std::cout << "throughput: "
             << (samples_per_sec > 0.0
                     ? fixed(samples_per_sec, 1) + " samples/s (training, after " +
                           plural(history.warmup_steps(), "warm-up step") + ")"
@@ -610,10 +773,12 @@ int run_train(const ParsedArgs& command_line) {
   }
   observers.finish(std::cout);
   if (options.observe.profile) print_compiled_step(model, observers.trace_path(), std::cout);
-  const bool saved = checkpointing.finish(model, fashion_mnist_class_names(), std::cout);
+  const bool saved = checkpointing.finish(model, data_sets.class_names, std::cout);
 
   if (!options.report_path.empty()) {
     nlohmann::ordered_json report{{"model", options.model},
+                                  {"model_description", made.description},
+                                  {"weights", model.count_params()},
                                   {"device", device},
                                   {"epochs", options.epochs},
                                   {"batch_size", options.batch_size},
@@ -628,8 +793,11 @@ int run_train(const ParsedArgs& command_line) {
                                   {"validation_split", options.validation_split},
                                   {"deterministic", options.checkpointing.deterministic},
                                   {"jit", model.jit_compiled()},
-                                  {"test_accuracy", test_accuracy},
-                                  {"test_loss", test_loss},
+                                  {"data", data_sets.description},
+                                  {"num_classes", data_sets.num_classes},
+                                  {"test_accuracy", or_null(test_accuracy)},
+                                  {"test_loss", or_null(test_loss)},
+                                  {"history", history.history()},
                                   {"samples_per_sec", samples_per_sec},
                                   {"warmup_steps", history.warmup_steps()},
                                   {"input_wait_share", history.input_wait_share()},

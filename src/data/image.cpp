@@ -673,6 +673,29 @@ Tensor crop(const Tensor& image, const CropWindow& window) {
   return result;
 }
 
+Tensor pad(const Tensor& image, std::int64_t pixels) {
+  require_image(image, "pad");
+  if (pixels < 0) {
+    throw InvalidArgument("image::pad: pixels must be >= 0, got " + std::to_string(pixels));
+  }
+  const std::int64_t height = image.dim(0);
+  const std::int64_t width = image.dim(1);
+  // (H + 2p, W + 2p, C)
+  Tensor result =
+      Tensor::zeros({height + 2 * pixels, width + 2 * pixels, image.dim(2)}, image.dtype());
+  const std::size_t pixel = static_cast<std::size_t>(image.dim(2)) * dtype_size(image.dtype());
+  const auto* in = static_cast<const std::uint8_t*>(image.raw_data());
+  auto* out = static_cast<std::uint8_t*>(result.raw_data());
+  const std::size_t in_stride = static_cast<std::size_t>(width) * pixel;
+  const std::size_t out_stride = static_cast<std::size_t>(width + 2 * pixels) * pixel;
+  for (std::int64_t y = 0; y < height; ++y) {
+    std::memcpy(out + static_cast<std::size_t>(y + pixels) * out_stride +
+                    static_cast<std::size_t>(pixels) * pixel,
+                in + static_cast<std::size_t>(y) * in_stride, in_stride);
+  }
+  return result;
+}
+
 Tensor flip_left_right(const Tensor& image) {
   require_image(image, "flip_left_right");
   Tensor result = Tensor::empty(image.shape(), image.dtype());

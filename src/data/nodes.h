@@ -37,6 +37,7 @@ NodePtr make_prefetch_node(NodePtr input, int buffer_size);
 NodePtr make_cache_node(NodePtr input, std::string path);
 NodePtr make_repeat_node(NodePtr input, std::int64_t count);
 NodePtr make_take_node(NodePtr input, std::int64_t count);
+NodePtr make_assert_cardinality_node(NodePtr input, std::int64_t count);
 NodePtr make_skip_node(NodePtr input, std::int64_t count);
 NodePtr make_shard_node(NodePtr input, std::int64_t num_shards, std::int64_t index);
 NodePtr make_interleave_node(NodePtr input, std::function<Pipeline(const Element&)> open,

@@ -290,6 +290,9 @@ Pipeline Pipeline::repeat(std::int64_t count) const {
 Pipeline Pipeline::take(std::int64_t count) const {
   return then(make_take_node(node_, count));
 }
+Pipeline Pipeline::assert_cardinality(std::int64_t count) const {
+  return then(make_assert_cardinality_node(node_, count));
+}
 Pipeline Pipeline::skip(std::int64_t count) const {
   return then(make_skip_node(node_, count));
 }

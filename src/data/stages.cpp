@@ -417,6 +417,56 @@ class TakeNode final : public Node {
   std::int64_t count_;
 };
 
+// Declares the input's element count (a TFRecord source's, say, counted once by the caller), so
+// that later stages and model.fit know it without a pass; a pass that yields another count is
+// an error, as tf.data's assert_cardinality.
+class AssertCardinalityNode final : public Node {
+ public:
+  AssertCardinalityNode(NodePtr input, std::int64_t count)
+      : Node({std::move(input)}), count_(count) {
+    if (count < 0) {
+      throw InvalidArgument("Pipeline::assert_cardinality: count must be >= 0, got " +
+                            std::to_string(count));
+    }
+    const std::int64_t known = this->input().cardinality();
+    if (known >= 0 && known != count) {
+      throw InvalidArgument("Pipeline::assert_cardinality: the input has " + std::to_string(known) +
+                            " elements, not " + std::to_string(count));
+    }
+  }
+  std::string name() const override { return "assert_cardinality(" + std::to_string(count_) + ")"; }
+  std::int64_t cardinality() const override { return count_; }
+
+  std::unique_ptr<Stream> open(const PassContext& context, StageCounters& self) const override {
+    class CountingStream final : public Stream {
+     public:
+      CountingStream(std::unique_ptr<Stream> input, std::int64_t count, std::string where)
+          : input_(std::move(input)), expected_(count), where_(std::move(where)) {}
+      std::optional<Element> next() override {
+        std::optional<Element> element = input_->next();
+        if (element ? ++seen_ > expected_ : seen_ < expected_) {
+          throw InvalidArgument(where_ + ": the data was counted as " + std::to_string(expected_) +
+                                " elements, but a pass " +
+                                (element ? "yields more" : "ended after " + std::to_string(seen_)) +
+                                "; the files changed while in use: start again");
+        }
+        return element;
+      }
+
+     private:
+      std::unique_ptr<Stream> input_;
+      std::int64_t expected_;
+      std::int64_t seen_ = 0;
+      std::string where_;
+    };
+    return std::make_unique<CountingStream>(open_input(*this, context, self), count_,
+                                            input().name());
+  }
+
+ private:
+  std::int64_t count_;
+};
+
 class SkipNode final : public Node {
  public:
   SkipNode(NodePtr input, std::int64_t count) : Node({std::move(input)}), count_(count) {
@@ -582,6 +632,10 @@ NodePtr make_padded_batch_node(NodePtr input, std::int64_t size, PaddedBatchOpti
   return std::make_shared<BatchNode>(std::move(input), size, drop_remainder, true,
                                      std::move(options));
 }
+NodePtr make_assert_cardinality_node(NodePtr input, std::int64_t count) {
+  return std::make_shared<AssertCardinalityNode>(std::move(input), count);
+}
+
 NodePtr make_take_node(NodePtr input, std::int64_t count) {
   return std::make_shared<TakeNode>(std::move(input), count);
 }

@@ -15,6 +15,7 @@ namespace {
 constexpr std::uint64_t kCropSalt = 0xC0;
 constexpr std::uint64_t kFlipSalt = 0xF1;
 constexpr std::uint64_t kResizedCropSalt = 0x5C;
+constexpr std::uint64_t kTranslateSalt = 0x7A;
 
 std::array<std::uint32_t, 4> draw(const Element& element, std::uint64_t salt, std::uint64_t seed) {
   return philox4x32(element.random_key(), salt, seed);
@@ -106,6 +107,22 @@ MapFn random_crop(std::int64_t height, std::int64_t width, std::uint64_t seed, s
     const std::int64_t x =
         static_cast<std::int64_t>(words[1] % static_cast<std::uint64_t>(source.dim(1) - width + 1));
     element.set(key, image::crop(source, {y, x, height, width}));
+    return element;
+  };
+}
+
+MapFn random_translate(std::int64_t pixels, std::uint64_t seed, std::string key) {
+  if (pixels < 0) {
+    throw InvalidArgument("random_translate: pixels must be >= 0, got " + std::to_string(pixels));
+  }
+  return [pixels, seed, key = std::move(key)](Element element) {
+    const Tensor& source = element.at(key);  // (H, W, C)
+    const auto words = draw(element, kTranslateSalt, seed);
+    const auto shift = [&](std::size_t word) {
+      return static_cast<std::int64_t>(words[word] % static_cast<std::uint64_t>(2 * pixels + 1));
+    };
+    element.set(key, image::crop(image::pad(source, pixels),
+                                 {shift(0), shift(1), source.dim(0), source.dim(1)}));
     return element;
   };
 }

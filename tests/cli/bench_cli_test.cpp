@@ -12,10 +12,6 @@
 namespace tandem::testing {
 namespace {
 
-void expect_contains(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "missing '" << part << "' in:\n" << text;
-}
-
 TEST(BenchCli, RunsAMatrixWritesReportsAndComparesThem) {
   ScratchDir dir;
   const std::string json = dir.file("a.json");

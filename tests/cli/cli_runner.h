@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -106,6 +107,25 @@ inline CliResult run_program(const std::string& program, const std::vector<std::
 
 inline CliResult run_cli(const std::vector<std::string>& args) {
   return run_program(TANDEM_CLI_PATH, args);
+}
+
+inline void expect_contains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in:\n" << text;
+}
+
+// `tandem ARGS` fails with `status`, nothing on stdout, one `tandem: error:` line naming `parts`.
+inline void expect_error(const std::vector<std::string>& args, int status,
+                         const std::vector<std::string>& parts) {
+  const CliResult result = run_cli(args);
+  std::string command = "tandem";
+  for (const std::string& arg : args)
+    command += " " + arg;
+  SCOPED_TRACE(command);
+  EXPECT_EQ(result.status, status) << result.err;
+  EXPECT_TRUE(result.err.starts_with("tandem: error: ")) << result.err;
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  for (const std::string& part : parts)
+    expect_contains(result.err, part);
 }
 
 // A strict JSON syntax check (RFC 8259) that also collects the top-level members' raw text.

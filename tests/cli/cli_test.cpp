@@ -12,29 +12,6 @@
 namespace tandem::testing {
 namespace {
 
-int count_lines(const std::string& text) {
-  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
-}
-
-void expect_contains(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in:\n" << text;
-}
-
-// A failure: the given status, nothing on stdout, one `tandem: error:` line naming `parts`.
-void expect_error(const std::vector<std::string>& args, int status,
-                  const std::vector<std::string>& parts) {
-  const CliResult result = run_cli(args);
-  std::string command = "tandem";
-  for (const std::string& arg : args)
-    command += " " + arg;
-  SCOPED_TRACE(command);
-  EXPECT_EQ(result.status, status) << result.err;
-  EXPECT_TRUE(result.err.starts_with("tandem: error: ")) << result.err;
-  EXPECT_EQ(count_lines(result.err), 1) << result.err;
-  for (const std::string& part : parts)
-    expect_contains(result.err, part);
-}
-
 // The runner itself: a program that hangs is stopped at the limit, and the test is told so,
 // with what the program's threads were doing (where gdb is installed), rather than waiting for
 // CI's limit.

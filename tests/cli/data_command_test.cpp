@@ -13,20 +13,6 @@
 namespace tandem::testing {
 namespace {
 
-void expect_contains(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in:\n" << text;
-}
-
-void expect_error(const std::vector<std::string>& args, int status,
-                  const std::vector<std::string>& parts) {
-  const CliResult result = run_cli(args);
-  EXPECT_EQ(result.status, status) << result.err;
-  EXPECT_TRUE(result.err.starts_with("tandem: error: ")) << result.err;
-  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
-  for (const std::string& part : parts)
-    expect_contains(result.err, part);
-}
-
 void save(const std::filesystem::path& path, const Tensor& bytes) {
   const auto* data = static_cast<const std::uint8_t*>(bytes.raw_data());
   write_file(path.string(), Bytes(data, data + bytes.numel()));

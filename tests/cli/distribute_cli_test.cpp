@@ -14,10 +14,6 @@
 namespace tandem::testing {
 namespace {
 
-void expect_contains(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in:\n" << text;
-}
-
 TEST(DevicesCommand, JsonCarriesEveryDeviceKindAndTheAutoChoice) {
   const CliResult result = run_cli({"devices", "--json"});
   ASSERT_EQ(result.status, 0) << result.err;

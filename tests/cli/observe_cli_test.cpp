@@ -8,10 +8,6 @@
 namespace tandem::testing {
 namespace {
 
-void expect_contains(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "missing '" << part << "' in:\n" << text;
-}
-
 bool has_event_file(const std::filesystem::path& folder) {
   if (!std::filesystem::is_directory(folder)) return false;
   for (const auto& entry : std::filesystem::directory_iterator(folder)) {

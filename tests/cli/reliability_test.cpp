@@ -27,10 +27,6 @@ CliResult run_bounded(const std::vector<std::string>& args) {
   return run_program("timeout", bounded);
 }
 
-void expect_contains(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in:\n" << text;
-}
-
 // One line on standard error naming every part, and a non-zero status that is not a hang.
 void expect_refused(const CliResult& result, const std::vector<std::string>& parts) {
   EXPECT_NE(result.status, 0) << result.out;

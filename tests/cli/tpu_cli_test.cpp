@@ -23,10 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void expect_contains(const std::string& text, const std::string& part) {
-  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in:\n" << text;
-}
-
 // libtpu.so in the virtualenv of `python` (.../bin/python), or "".
 std::string libtpu_of(const std::string& python) {
   const std::string pattern = fs::path(python).parent_path().parent_path().string() +

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -355,6 +356,48 @@ TEST(ImageTransforms, RandomCropFlipAndCastOnDecodedImages) {
               images.map(data::random_crop(20, 5, 1)).collect();
             }).find("does not fit"),
             std::string::npos);
+}
+
+// Padding surrounds the image with zeros; a random translation is a window of the padded image
+// of the original size: every pixel moves by the same (dy, dx), at most `pixels` each way, and
+// what comes in from outside is zero.
+TEST(ImageTransforms, PadAndRandomTranslate) {
+  const Tensor image = gradient(6, 5, 1);
+  const Tensor padded = pad(image, 2);
+  ASSERT_EQ(padded.shape(), (Shape{10, 9, 1}));
+  const std::vector<int> padded_pixels = padded.to_vector<int>();
+  const std::vector<int> pixels = image.to_vector<int>();
+  EXPECT_EQ(padded_pixels[0], 0);
+  EXPECT_EQ(padded_pixels[2 * 9 + 2], pixels[0]);
+  EXPECT_EQ(padded_pixels[7 * 9 + 6], pixels[5 * 5 + 4]);
+  EXPECT_THROW(pad(image, -1), InvalidArgument);
+
+  const Pipeline images = Pipeline::from_tensor_slices(
+      {{"image", Tensor::from_storage(image.storage(), 0, {1, 6, 5, 1}, DType::u8)}});
+  std::set<std::pair<int, int>> shifts;
+  for (const Element& element : images.repeat(100).map(data::random_translate(2, 4)).collect()) {
+    const std::vector<int> moved = element.at("image").to_vector<int>();
+    ASSERT_EQ(moved.size(), pixels.size());
+    // Find the shift that explains every pixel.
+    std::optional<std::pair<int, int>> found;
+    for (int dy = -2; dy <= 2 && !found; ++dy) {
+      for (int dx = -2; dx <= 2 && !found; ++dx) {
+        bool all = true;
+        for (int y = 0; y < 6 && all; ++y) {
+          for (int x = 0; x < 5 && all; ++x) {
+            const int sy = y - dy;
+            const int sx = x - dx;
+            const int expected = sy >= 0 && sy < 6 && sx >= 0 && sx < 5 ? pixels[sy * 5 + sx] : 0;
+            all = moved[y * 5 + x] == expected;
+          }
+        }
+        if (all) found = std::pair{dy, dx};
+      }
+    }
+    ASSERT_TRUE(found.has_value());
+    shifts.insert(*found);
+  }
+  EXPECT_GT(shifts.size(), 15u);  // of the 25 shifts, most appear in 100 draws
 }
 
 }  // namespace

@@ -292,6 +292,31 @@ TEST(PipelineSlicing, TakeSkipAndRepeat) {
   EXPECT_TRUE(values(Pipeline::range(0).repeat().take(5)).empty());
 }
 
+// A count taken once declares the cardinality of a source that does not know it; a pass that
+// yields another number is an error naming the source.
+TEST(PipelineSlicing, AssertCardinalityDeclaresACountAndChecksIt) {
+  auto produced = std::make_shared<std::int64_t>(4);
+  const Pipeline unknown = Pipeline::from_generator([produced] {
+    return [produced, next = std::int64_t{0}]() mutable -> std::optional<Element> {
+      if (next == *produced) return std::nullopt;
+      return Element({{"value", Tensor::scalar(static_cast<double>(next++), DType::i64)}});
+    };
+  });
+  ASSERT_EQ(unknown.cardinality(), kUnknownCardinality);
+  const Pipeline counted = unknown.assert_cardinality(4);
+  EXPECT_EQ(counted.cardinality(), 4);
+  EXPECT_EQ(counted.batch(3).cardinality(), 2);
+  EXPECT_EQ(values(counted), iota(4));
+  *produced = 3;
+  EXPECT_NE(
+      error_of([&] { values(counted); }).find("counted as 4 elements, but a pass ended after 3"),
+      std::string::npos);
+  *produced = 5;
+  EXPECT_NE(error_of([&] { values(counted); }).find("yields more"), std::string::npos);
+  EXPECT_NE(error_of([] { Pipeline::range(3).assert_cardinality(4); }).find("has 3 elements"),
+            std::string::npos);
+}
+
 TEST(PipelineSlicing, RepeatReshufflesEveryRepetition) {
   const std::vector<std::int64_t> got = values(Pipeline::range(50).shuffle(50, 3).repeat(2));
   const std::vector<std::int64_t> first(got.begin(), got.begin() + 50);

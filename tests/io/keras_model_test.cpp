@@ -1,0 +1,322 @@
+// Keras model descriptions (io::load_keras_model) in the form Keras 2.15 writes them: a
+// Sequential CNN and a Functional model with a residual branch and a shared layer build with
+// Keras' weight counts and names; a .keras (zip) file is read through its config.json; every
+// unsupported layer, argument and shape is an error naming the file, the layer and the argument.
+// (tests/cli/keras_model_test.cpp trains descriptions that TensorFlow itself wrote.)
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "io/io_support.h"
+#include "support/errors.h"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+using testing::error_of;
+using testing::ScratchDir;
+
+json initializer(const std::string& class_name) {
+  return {
+      {"module", "keras.initializers"},
+      {"class_name", class_name},
+      {"config", class_name == "GlorotUniform" || class_name == "HeNormal" ? json{{"seed", nullptr}}
+                                                                           : json::object()},
+      {"registered_name", nullptr}};
+}
+
+json layer(const std::string& class_name, const std::string& name, json config) {
+  config["name"] = name;
+  config["trainable"] = true;
+  config["dtype"] = "float32";
+  return {{"module", "keras.layers"},
+          {"class_name", class_name},
+          {"config", config},
+          {"registered_name", nullptr}};
+}
+
+// What Dense and Conv2D share: activation, bias, initialisers, no regularizers or constraints.
+json kernel_layer(const std::string& class_name, const std::string& name, json config,
+                  const std::string& activation) {
+  config.update({{"activation", activation},
+                 {"use_bias", true},
+                 {"kernel_initializer", initializer("GlorotUniform")},
+                 {"bias_initializer", initializer("Zeros")},
+                 {"kernel_regularizer", nullptr},
+                 {"bias_regularizer", nullptr},
+                 {"activity_regularizer", nullptr},
+                 {"kernel_constraint", nullptr},
+                 {"bias_constraint", nullptr}});
+  return layer(class_name, name, std::move(config));
+}
+
+json conv2d(const std::string& name, int filters, const std::string& activation,
+            const std::string& padding = "valid") {
+  return kernel_layer("Conv2D", name,
+                      {{"filters", filters},
+                       {"kernel_size", {3, 3}},
+                       {"strides", {1, 1}},
+                       {"padding", padding},
+                       {"data_format", "channels_last"},
+                       {"dilation_rate", {1, 1}},
+                       {"groups", 1}},
+                      activation);
+}
+
+json dense(const std::string& name, int units, const std::string& activation) {
+  return kernel_layer("Dense", name, {{"units", units}}, activation);
+}
+
+json input_layer(const std::string& name) {
+  return {{"module", "keras.layers"},
+          {"class_name", "InputLayer"},
+          {"config",
+           {{"batch_input_shape", {nullptr, 28, 28, 1}},
+            {"dtype", "float32"},
+            {"sparse", false},
+            {"ragged", false},
+            {"name", name}}},
+          {"registered_name", nullptr}};
+}
+
+// TensorFlow's CNN tutorial as keras.Sequential([...]).to_json() writes it.
+json sequential_cnn() {
+  return {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"name", "sequential"},
+        {"layers",
+         {input_layer("input_1"), conv2d("conv2d", 32, "relu"),
+          layer("MaxPooling2D", "max_pooling2d",
+                {{"pool_size", {2, 2}},
+                 {"padding", "valid"},
+                 {"strides", {2, 2}},
+                 {"data_format", "channels_last"}}),
+          conv2d("conv2d_1", 64, "relu"),
+          layer("Flatten", "flatten", {{"data_format", "channels_last"}}),
+          layer("Dropout", "dropout", {{"rate", 0.2}, {"noise_shape", nullptr}, {"seed", nullptr}}),
+          dense("dense", 10, "softmax")}}}},
+      {"keras_version", "2.15.0"},
+      {"backend", "tensorflow"}};
+}
+
+json node(std::initializer_list<std::string> inputs) {
+  json references = json::array();
+  for (const std::string& input : inputs)
+    references.push_back({input, 0, 0, json::object()});
+  return json::array({references});
+}
+
+// x -> conv -> BN -> relu; y = conv(conv(x)); add(x, y) -> GAP -> dense, as keras.Model writes.
+json functional_residual() {
+  json layers = json::array();
+  const auto add_layer = [&](json entry, json inbound) {
+    entry["name"] = entry["config"]["name"];
+    entry["inbound_nodes"] = std::move(inbound);
+    layers.push_back(std::move(entry));
+  };
+  add_layer(input_layer("input_2"), json::array());
+  add_layer(conv2d("stem", 8, "linear", "same"), node({"input_2"}));
+  add_layer(layer("BatchNormalization", "bn",
+                  {{"axis", {3}},
+                   {"momentum", 0.99},
+                   {"epsilon", 0.001},
+                   {"center", true},
+                   {"scale", true},
+                   {"beta_initializer", initializer("Zeros")},
+                   {"gamma_initializer", initializer("Ones")},
+                   {"moving_mean_initializer", initializer("Zeros")},
+                   {"moving_variance_initializer", initializer("Ones")},
+                   {"beta_regularizer", nullptr},
+                   {"gamma_regularizer", nullptr},
+                   {"beta_constraint", nullptr},
+                   {"gamma_constraint", nullptr}}),
+            node({"stem"}));
+  add_layer(
+      layer("ReLU", "re_lu", {{"max_value", nullptr}, {"negative_slope", 0.0}, {"threshold", 0.0}}),
+      node({"bn"}));
+  add_layer(conv2d("branch_a", 8, "relu", "same"), node({"re_lu"}));
+  add_layer(conv2d("branch_b", 8, "linear", "same"), node({"branch_a"}));
+  add_layer(layer("Add", "add", json::object()), node({"re_lu", "branch_b"}));
+  add_layer(layer("GlobalAveragePooling2D", "gap",
+                  {{"data_format", "channels_last"}, {"keepdims", false}}),
+            node({"add"}));
+  add_layer(dense("logits", 10, "linear"), node({"gap"}));
+  return {{"class_name", "Functional"},
+          {"config",
+           {{"name", "residual"},
+            {"trainable", true},
+            {"layers", layers},
+            {"input_layers", {{"input_2", 0, 0}}},
+            {"output_layers", {{"logits", 0, 0}}}}},
+          {"keras_version", "2.15.0"},
+          {"backend", "tensorflow"}};
+}
+
+std::string write_json(const ScratchDir& scratch, const std::string& name, const json& model) {
+  const std::string path = scratch.file(name);
+  std::ofstream(path) << model.dump(1);
+  return path;
+}
+
+std::vector<std::string> weight_names(const nn::Model& model) {
+  std::vector<std::string> names;
+  for (const Tensor& weight : model.weights())
+    names.push_back(weight.name());
+  return names;
+}
+
+TEST(KerasModel, ASequentialCnnHasKerasWeightsAndEndsInASoftmax) {
+  ScratchDir scratch;
+  const io::KerasModel keras =
+      io::load_keras_model(write_json(scratch, "cnn.json", sequential_cnn()));
+  EXPECT_EQ(keras.class_name, "Sequential");
+  EXPECT_TRUE(keras.outputs_probabilities);
+  EXPECT_EQ(keras.model.name(), "sequential");
+  // Keras: 320 + 18,496 + (11 * 11 * 64 + 1) * 10 = 96,266.
+  EXPECT_EQ(keras.model.count_params(), 320 + 18496 + (11 * 11 * 64 + 1) * 10);
+  EXPECT_EQ(keras.model.input_shape(), (Shape{-1, 28, 28, 1}));
+  EXPECT_EQ(keras.model.output_shape(), (Shape{-1, 10}));
+  EXPECT_EQ(weight_names(keras.model),
+            (std::vector<std::string>{"conv2d/kernel", "conv2d/bias", "conv2d_1/kernel",
+                                      "conv2d_1/bias", "dense/kernel", "dense/bias"}));
+}
+
+TEST(KerasModel, AFunctionalModelKeepsItsResidualBranch) {
+  ScratchDir scratch;
+  io::KerasModel keras =
+      io::load_keras_model(write_json(scratch, "residual.json", functional_residual()));
+  EXPECT_EQ(keras.class_name, "Functional");
+  EXPECT_FALSE(keras.outputs_probabilities);
+  // stem 80 + BN 32 + two branch convolutions 584 each + dense 90: Keras' count, the moving
+  // statistics included.
+  EXPECT_EQ(keras.model.count_params(), 80 + 32 + 584 + 584 + 90);
+  const std::string summary = keras.model.summary_string();
+  EXPECT_NE(summary.find("re_lu"), std::string::npos) << summary;
+  // The branch is really added: zeroing it changes the output.
+  Generator generator(5);
+  const Tensor x = random_uniform({2, 28, 28, 1}, 0.0, 1.0, DType::f32, generator);
+  const std::vector<float> with_branch = keras.model.predict(x).to_vector<float>();
+  for (Tensor& weight : keras.model.get_layer("branch_b").impl().weights())
+    weight.set_data(Tensor::zeros(weight.shape()));
+  EXPECT_NE(keras.model.predict(x).to_vector<float>(), with_branch);
+}
+
+// A .keras file is a zip archive; its config.json is the description (stored, as Keras writes
+// it).
+TEST(KerasModel, ReadsTheConfigInsideADotKerasFile) {
+  ScratchDir scratch;
+  const std::string config = sequential_cnn().dump();
+  const std::string metadata = R"({"keras_version": "2.15.0"})";
+  std::string zip;
+  std::string directory;
+  const auto put16 = [](std::string& out, std::uint32_t value) {
+    out.push_back(static_cast<char>(value & 0xFF));
+    out.push_back(static_cast<char>((value >> 8) & 0xFF));
+  };
+  const auto put32 = [&](std::string& out, std::uint32_t value) {
+    put16(out, value & 0xFFFF);
+    put16(out, value >> 16);
+  };
+  std::uint32_t entries = 0;
+  for (const auto& [name, text] : {std::pair{std::string("metadata.json"), metadata},
+                                   std::pair{std::string("config.json"), config}}) {
+    const auto offset = static_cast<std::uint32_t>(zip.size());
+    const auto size = static_cast<std::uint32_t>(text.size());
+    put32(zip, 0x04034b50);
+    put16(zip, 20), put16(zip, 0), put16(zip, 0), put16(zip, 0), put16(zip, 0);
+    put32(zip, 0), put32(zip, size), put32(zip, size);
+    put16(zip, static_cast<std::uint32_t>(name.size())), put16(zip, 0);
+    zip += name + text;
+    put32(directory, 0x02014b50);
+    put16(directory, 20), put16(directory, 20), put16(directory, 0), put16(directory, 0);
+    put16(directory, 0), put16(directory, 0);
+    put32(directory, 0), put32(directory, size), put32(directory, size);
+    put16(directory, static_cast<std::uint32_t>(name.size()));
+    put16(directory, 0), put16(directory, 0), put16(directory, 0), put16(directory, 0);
+    put32(directory, 0), put32(directory, offset);
+    directory += name;
+    ++entries;
+  }
+  const auto directory_offset = static_cast<std::uint32_t>(zip.size());
+  zip += directory;
+  put32(zip, 0x06054b50);
+  put16(zip, 0), put16(zip, 0), put16(zip, entries), put16(zip, entries);
+  put32(zip, static_cast<std::uint32_t>(directory.size())), put32(zip, directory_offset);
+  put16(zip, 0);
+  std::ofstream(scratch.file("model.keras"), std::ios::binary) << zip;
+  const io::KerasModel keras = io::load_keras_model(scratch.file("model.keras"));
+  EXPECT_EQ(keras.model.count_params(), 320 + 18496 + (11 * 11 * 64 + 1) * 10);
+  std::ofstream(scratch.file("broken.keras"), std::ios::binary) << zip.substr(0, 100);
+  EXPECT_NE(error_of<IoError>([&] {
+              io::load_keras_model(scratch.file("broken.keras"));
+            }).find("broken.keras"),
+            std::string::npos);
+}
+
+// A Sequential never built in Keras has no input shape: the caller's (the data's) is used.
+TEST(KerasModel, AnUnbuiltSequentialTakesTheGivenInputShape) {
+  ScratchDir scratch;
+  json model = sequential_cnn();
+  model["config"]["layers"].erase(0);
+  const std::string path = write_json(scratch, "unbuilt.json", model);
+  EXPECT_NE(error_of([&] { io::load_keras_model(path); }).find("has no input shape"),
+            std::string::npos);
+  EXPECT_EQ(io::load_keras_model(path, Shape{32, 32, 3}).model.input_shape(),
+            (Shape{-1, 32, 32, 3}));
+}
+
+TEST(KerasModel, WhatTandemLacksIsAnErrorNamingTheFileLayerAndArgument) {
+  ScratchDir scratch;
+  const auto error_for = [&](const std::function<void(json&)>& change) {
+    json model = sequential_cnn();
+    change(model);
+    const std::string path = write_json(scratch, "model.json", model);
+    return error_of([&] { io::load_keras_model(path); });
+  };
+  const std::string path = scratch.file("model.json");
+  std::string message = error_for(
+      [](json& model) { model["config"]["layers"][1]["class_name"] = "SeparableConv2D"; });
+  EXPECT_NE(message.find(path + ": layer 'conv2d' (SeparableConv2D): layer class 'SeparableConv2D' "
+                                "is not one Tandem has"),
+            std::string::npos)
+      << message;
+  message = error_for([](json& model) {
+    model["config"]["layers"][1]["config"]["kernel_regularizer"] = {{"class_name", "L2"}};
+  });
+  EXPECT_NE(message.find("layer 'conv2d' (Conv2D): argument kernel_regularizer="),
+            std::string::npos)
+      << message;
+  message = error_for([](json& model) {
+    model["config"]["layers"][1]["config"]["data_format"] = "channels_first";
+  });
+  EXPECT_NE(message.find("NHWC (channels_last)"), std::string::npos) << message;
+  message = error_for([](json& model) { model["config"]["layers"][5]["config"]["flavour"] = 3; });
+  EXPECT_NE(message.find("layer 'dropout' (Dropout): unknown argument 'flavour'=3"),
+            std::string::npos)
+      << message;
+  message = error_for([](json& model) {
+    model["config"]["layers"][6]["config"]["kernel_initializer"] = initializer("Orthogonal");
+  });
+  EXPECT_NE(message.find("kernel_initializer="), std::string::npos) << message;
+  message = error_for([](json& model) {
+    model["config"]["layers"][0]["config"]["batch_input_shape"] = {nullptr, nullptr, 28, 1};
+  });
+  EXPECT_NE(message.find("free axis"), std::string::npos) << message;
+  message = error_for([](json& model) { model["class_name"] = "Estimator"; });
+  EXPECT_NE(message.find("'Estimator' is not supported"), std::string::npos) << message;
+  std::ofstream(scratch.file("text.json")) << "not json";
+  EXPECT_NE(
+      error_of<IoError>([&] { io::load_keras_model(scratch.file("text.json")); }).find("not JSON"),
+      std::string::npos);
+  json two_outputs = functional_residual();
+  two_outputs["config"]["output_layers"] = {{"logits", 0, 0}, {"gap", 0, 0}};
+  const std::string two = write_json(scratch, "two.json", two_outputs);
+  EXPECT_NE(error_of([&] { io::load_keras_model(two); }).find("one input and one output"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem
