@@ -19,6 +19,7 @@
 #include "tandem/pipeline.h"
 #include "tandem/random.h"
 #include "tandem/runtime.h"
+#include "tandem/sweep.h"
 #include "tandem/tensor.h"
 #include "tandem/tfrecord.h"
 #include "tandem/train.h"

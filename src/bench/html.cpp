@@ -6,33 +6,11 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/text.h"
 #include "tandem/bench.h"
 
 namespace tandem::bench {
 namespace {
-
-std::string escape(const std::string& text) {
-  std::string escaped;
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        escaped += "&amp;";
-        break;
-      case '<':
-        escaped += "&lt;";
-        break;
-      case '>':
-        escaped += "&gt;";
-        break;
-      case '"':
-        escaped += "&quot;";
-        break;
-      default:
-        escaped += c;
-    }
-  }
-  return escaped;
-}
 
 std::string num(double value, int digits = 6) {
   char text[64];
@@ -69,7 +47,7 @@ constexpr int kRowHeight = 22;
 std::string bar_chart(const std::string& id, const std::string& title, const std::string& unit,
                       const std::vector<Bar>& bars) {
   std::ostringstream svg;
-  svg << "<h2>" << escape(title) << "</h2>\n";
+  svg << "<h2>" << html_escape(title) << "</h2>\n";
   if (bars.empty()) return svg.str() + "<p>No data.</p>\n";
   double largest = 0.0;
   for (const Bar& bar : bars)
@@ -78,20 +56,20 @@ std::string bar_chart(const std::string& id, const std::string& title, const std
   const int height = static_cast<int>(bars.size()) * kRowHeight + 10;
   svg << "<svg id=\"" << id << "\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\""
       << kLabelWidth + kPlotWidth + 180 << "\" height=\"" << height << "\" role=\"img\" "
-      << "aria-label=\"" << escape(title) << "\">\n";
+      << "aria-label=\"" << html_escape(title) << "\">\n";
   for (std::size_t i = 0; i < bars.size(); ++i) {
     const Bar& bar = bars[i];
     const int y = static_cast<int>(i) * kRowHeight + 5;
     const double width = std::max(1.0, bar.value / largest * kPlotWidth);
     svg << "<text x=\"" << kLabelWidth - 6 << "\" y=\"" << y + 15
-        << "\" text-anchor=\"end\" class=\"label\">" << escape(bar.label) << "</text>\n"
+        << "\" text-anchor=\"end\" class=\"label\">" << html_escape(bar.label) << "</text>\n"
         << "<rect class=\"bar " << bar.kind << "\" x=\"" << kLabelWidth << "\" y=\"" << y
         << "\" width=\"" << num(width, 5) << "\" height=\"" << kRowHeight - 6 << "\" data-label=\""
-        << escape(bar.label) << "\" data-kind=\"" << bar.kind << "\" data-value=\""
-        << num(bar.value) << "\"><title>" << escape(bar.label) << ": " << num(bar.value, 4) << " "
-        << escape(unit) << "</title></rect>\n"
+        << html_escape(bar.label) << "\" data-kind=\"" << bar.kind << "\" data-value=\""
+        << num(bar.value) << "\"><title>" << html_escape(bar.label) << ": " << num(bar.value, 4) << " "
+        << html_escape(unit) << "</title></rect>\n"
         << "<text x=\"" << kLabelWidth + width + 5 << "\" y=\"" << y + 15 << "\" class=\"value\">"
-        << num(bar.value, 4) << " " << escape(unit) << "</text>\n";
+        << num(bar.value, 4) << " " << html_escape(unit) << "</text>\n";
   }
   return svg.str() + "</svg>\n";
 }
@@ -127,14 +105,14 @@ std::string step_chart(const std::vector<const Row*>& rows) {
     const Row& row = *rows[i];
     const std::string label = label_of(row);
     const int y = static_cast<int>(i) * kRowHeight * 2 + 5;
-    svg << "<g class=\"distribution\" data-label=\"" << escape(label) << "\" data-median=\""
+    svg << "<g class=\"distribution\" data-label=\"" << html_escape(label) << "\" data-median=\""
         << num(row.step.median) << "\" data-p10=\"" << num(row.step.p10) << "\" data-p90=\""
         << num(row.step.p90) << "\" data-count=\"" << row.step.count << "\">\n"
-        << "<title>" << escape(label) << ": median " << num(row.step.median * 1e3, 4) << " ms, p10 "
+        << "<title>" << html_escape(label) << ": median " << num(row.step.median * 1e3, 4) << " ms, p10 "
         << num(row.step.p10 * 1e3, 4) << " ms, p90 " << num(row.step.p90 * 1e3, 4) << " ms over "
         << row.step.count << " steps</title>\n"
         << "<text x=\"" << kLabelWidth - 6 << "\" y=\"" << y + 20
-        << "\" text-anchor=\"end\" class=\"label\">" << escape(label) << "</text>\n"
+        << "\" text-anchor=\"end\" class=\"label\">" << html_escape(label) << "</text>\n"
         << "<rect class=\"box\" x=\"" << num(x_of(row.step.p10), 5) << "\" y=\"" << y + 6
         << "\" width=\"" << num(std::max(1.0, x_of(row.step.p90) - x_of(row.step.p10)), 5)
         << "\" height=\"20\"/>\n"
@@ -159,7 +137,7 @@ std::string step_chart(const std::vector<const Row*>& rows) {
 
 std::string table_html(const std::string& markdown_text) {
   // The Markdown report, preformatted: the same figures as the terminal shows.
-  return "<h2>Tables</h2>\n<pre class=\"tables\">" + escape(markdown_text) + "</pre>\n";
+  return "<h2>Tables</h2>\n<pre class=\"tables\">" + html_escape(markdown_text) + "</pre>\n";
 }
 
 }  // namespace
@@ -185,7 +163,7 @@ std::string to_html(const Report& report) {
   const std::string per_million = report.currency + " per million samples";
   std::ostringstream html;
   html << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-       << "<title>tandem bench " << escape(report.created) << "</title>\n<style>\n"
+       << "<title>tandem bench " << html_escape(report.created) << "</title>\n<style>\n"
        << "body{font-family:sans-serif;margin:2em;color:#222}"
           "h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}"
           ".chart text{font-size:12px}.bar.measured{fill:#3b6fb6}.bar.peer{fill:#e39b2d}"
@@ -194,18 +172,18 @@ std::string to_html(const Report& report) {
           ".step{fill:#1b3f73;fill-opacity:.35}.axis{stroke:#888}"
           "pre.tables{font-size:11px;background:#f6f6f6;padding:1em;overflow-x:auto}"
           ".note{color:#555}\n</style>\n</head>\n<body>\n"
-       << "<h1>tandem bench</h1>\n<p class=\"note\">" << escape(report.created) << " on "
-       << escape(report.host) << " (" << escape(report.cpu) << "), Tandem "
-       << escape(report.tandem_version) << "<br>" << escape(report.command) << "</p>\n";
+       << "<h1>tandem bench</h1>\n<p class=\"note\">" << html_escape(report.created) << " on "
+       << html_escape(report.host) << " (" << html_escape(report.cpu) << "), Tandem "
+       << html_escape(report.tandem_version) << "<br>" << html_escape(report.command) << "</p>\n";
   if (report.fastest >= 0) {
     const Row& row = report.rows[report.fastest];
-    html << "<p id=\"fastest\">Fastest: <b>" << escape(label_of(row)) << "</b>, "
+    html << "<p id=\"fastest\">Fastest: <b>" << html_escape(label_of(row)) << "</b>, "
          << shown(row.samples_per_second) << " samples/s</p>\n";
   }
   if (report.cheapest >= 0) {
     const Row& row = report.rows[report.cheapest];
-    html << "<p id=\"cheapest\">Cheapest: <b>" << escape(label_of(row)) << "</b>, "
-         << num(row.cost.per_million_samples, 3) << " " << escape(per_million) << "</p>\n";
+    html << "<p id=\"cheapest\">Cheapest: <b>" << html_escape(label_of(row)) << "</b>, "
+         << num(row.cost.per_million_samples, 3) << " " << html_escape(per_million) << "</p>\n";
   }
   html << bar_chart("throughput", "Throughput, measured (samples/s; Tandem and peers)", "samples/s",
                     throughput)

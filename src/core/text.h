@@ -16,4 +16,28 @@ inline std::string lower(std::string_view text) {
   return lowered;
 }
 
+// Text for HTML element content and attribute values: & < > " escaped.
+inline std::string html_escape(std::string_view text) {
+  std::string escaped;
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        escaped += "&amp;";
+        break;
+      case '<':
+        escaped += "&lt;";
+        break;
+      case '>':
+        escaped += "&gt;";
+        break;
+      case '"':
+        escaped += "&quot;";
+        break;
+      default:
+        escaped += c;
+    }
+  }
+  return escaped;
+}
+
 }  // namespace tandem
