@@ -87,6 +87,9 @@ struct TrainingPosition {
   bool operator==(const TrainingPosition&) const = default;
 };
 
+// Per-epoch logs by key, as History::history() holds them: {"val_accuracy": [epoch 1, 2, ...]}.
+using EpochHistory = std::map<std::string, std::vector<double>>;
+
 struct CheckpointInfo {
   std::string path;  // the checkpoint's folder
   TrainingPosition position;
@@ -94,6 +97,9 @@ struct CheckpointInfo {
   int epochs = 0;                    // the epochs that run was asked for
   train::Logs logs;                  // the logs when it was taken
   RunConfig config;
+  // The logs of every epoch completed before it, so that a resumed run reports the whole run's
+  // history, not only the epochs it trains itself.
+  EpochHistory history;
 };
 
 struct CheckpointOptions {
@@ -128,7 +134,7 @@ class CheckpointManager {
   // writes it, in the background when async. Throws the failure of an earlier background write
   // (a full disk, say); the checkpoints written before it stay intact.
   void save(nn::Model& model, const TrainingPosition& position, const train::Logs& logs,
-            std::int64_t steps_per_epoch, int epochs);
+            std::int64_t steps_per_epoch, int epochs, const EpochHistory& history = {});
   // Blocks until every write has finished; throws the first failure not reported yet.
   void wait();
 
@@ -175,6 +181,9 @@ struct ModelCheckpointOptions {
   // Checkpoint at the end of every epoch (after validation, so val_ logs can be monitored).
   bool every_epoch = true;
   CheckpointOptions checkpoint;
+  // The epochs before this fit's (a resumed run's, from CheckpointInfo::history); each completed
+  // epoch's logs are added, and every checkpoint records them.
+  EpochHistory history;
 };
 
 // The Keras callback: checkpoints during fit into `directory` through a CheckpointManager, and at
@@ -212,6 +221,7 @@ class ModelCheckpoint final : public train::Callback {
   std::optional<std::int64_t> batches_done_;  // in the current epoch, once a batch has ended
   std::optional<TrainingPosition> last_position_;
   train::Logs last_logs_;
+  EpochHistory history_;
   std::vector<TrainingPosition> saved_;
   double seconds_blocking_ = 0.0;
   double seconds_writing_ = 0.0;

@@ -149,13 +149,24 @@ Checkpointing::Checkpointing(CheckpointingOptions options, io::RunConfig config,
     : options_(std::move(options)), config_(std::move(config)), resume_(std::move(resume)) {
   if (options_.directory.empty()) return;
   callback_ = std::make_shared<io::ModelCheckpoint>(
-      options_.directory, io::ModelCheckpointOptions{.every_steps = options_.every_steps,
-                                                     .every_epoch = true,
-                                                     .checkpoint = {.keep_last = options_.keep,
-                                                                    .monitor = options_.keep_best,
-                                                                    .mode = "auto",
-                                                                    .async = true,
-                                                                    .config = config_}});
+      options_.directory,
+      io::ModelCheckpointOptions{.every_steps = options_.every_steps,
+                                 .every_epoch = true,
+                                 .checkpoint = {.keep_last = options_.keep,
+                                                .monitor = options_.keep_best,
+                                                .mode = "auto",
+                                                .async = true,
+                                                .config = config_},
+                                 // A resumed run's checkpoints go on
+                                 // recording the whole run's epochs.
+                                 .history = resume_ ? resume_->history : io::EpochHistory{}});
+}
+
+io::EpochHistory Checkpointing::run_history(const train::History& fit) const {
+  io::EpochHistory history = resume_ ? resume_->history : io::EpochHistory{};
+  for (const auto& [key, values] : fit.history())
+    history[key].insert(history[key].end(), values.begin(), values.end());
+  return history;
 }
 
 void Checkpointing::prepare(nn::Model& model, const data::Dataset& training,

@@ -57,6 +57,9 @@ class Checkpointing {
   // --checkpoint-dir that holds another run's checkpoints. Prints what it did to `log` (if any).
   void prepare(nn::Model& model, const data::Dataset& training, train::FitOptions& fit_options,
                std::ostream* log);
+  // The run's per-epoch logs: a resumed run's earlier epochs (from its checkpoint), then those of
+  // `fit`, so that the report of a resumed run has the whole run's history.
+  io::EpochHistory run_history(const train::History& fit) const;
   // The ModelCheckpoint callback, when checkpointing.
   std::vector<std::shared_ptr<train::Callback>> callbacks() const;
   // After fit: writes --save-model and prints where the checkpoints and the model are. When the

@@ -22,6 +22,12 @@ int run_train(const ParsedArgs& args);
 // (they decide the training), or free to differ per worker.
 std::vector<std::string> training_configuration_options();
 const std::vector<std::string>& per_worker_options();
+// Checks one option's value as `tandem train` reads it; throws UsageError saying what is wrong.
+void check_train_option(const std::string& option, const std::string& text);
+
+// `tandem sweep sweep.toml`: trials of `tandem train` over a space of options (src/cli/sweep.cpp).
+const CommandSpec& sweep_spec();
+int run_sweep(const ParsedArgs& args);
 
 const CommandSpec& monitor_spec();
 int run_monitor(const ParsedArgs& args);

@@ -18,10 +18,11 @@ constexpr int kExitRuntimeError = 1;
 constexpr int kExitUsageError = 2;
 
 const std::vector<Command>& commands() {
-  static const std::vector<Command> all{
-      {train_spec, run_train},   {devices_spec, run_devices}, {monitor_spec, run_monitor},
-      {data_spec, run_data},     {predict_spec, run_predict}, {export_spec, run_export},
-      {doctor_spec, run_doctor}, {launch_spec, run_launch},   {bench_spec, run_bench}};
+  static const std::vector<Command> all{{train_spec, run_train},     {devices_spec, run_devices},
+                                        {monitor_spec, run_monitor}, {data_spec, run_data},
+                                        {predict_spec, run_predict}, {export_spec, run_export},
+                                        {doctor_spec, run_doctor},   {launch_spec, run_launch},
+                                        {bench_spec, run_bench},     {sweep_spec, run_sweep}};
   return all;
 }
 

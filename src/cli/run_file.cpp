@@ -147,20 +147,12 @@ class RunFileReader {
     values_[option] = {text, line, written};
   }
 
-  // " (did you mean 'batch-size'?)" for a key close to an option's name.
   std::string suggestion(const std::string& key) const {
-    std::string best;
-    std::size_t best_distance = 3;  // farther is no suggestion
+    std::vector<std::string> names;
     for (const OptionSpec& option : command_.options) {
-      if (!fileable(option.name)) continue;
-      const std::string name = option.name.substr(2);
-      const std::size_t distance = edit_distance(key, name);
-      if (distance < best_distance) {
-        best = name;
-        best_distance = distance;
-      }
+      if (fileable(option.name)) names.push_back(option.name.substr(2));
     }
-    return best.empty() ? "" : " (did you mean '" + best + "'?)";
+    return did_you_mean(key, names);
   }
 
   const CommandSpec& command_;
@@ -170,6 +162,19 @@ class RunFileReader {
 };
 
 }  // namespace
+
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& names) {
+  std::string best;
+  std::size_t best_distance = 3;  // farther is no suggestion
+  for (const std::string& name : names) {
+    const std::size_t distance = edit_distance(key, name);
+    if (distance < best_distance) {
+      best = name;
+      best_distance = distance;
+    }
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
 
 ParsedArgs with_run_file(const CommandSpec& command, const ParsedArgs& args,
                          const OptionCheck& check) {

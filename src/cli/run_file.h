@@ -8,6 +8,7 @@
 // its log folder and its report, so the run can be repeated exactly.
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,9 @@ namespace tandem::cli {
 
 // Checks one option's text as the command reads it; throws UsageError saying what is wrong.
 using OptionCheck = std::function<void(const std::string& option, const std::string& text)>;
+
+// " (did you mean 'batch-size'?)" for a key within two edits of one of `names`; "" otherwise.
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& names);
 
 // `args` with the options of the run file named by --config under them (the command line wins),
 // each checked with `check`; `args` itself when there is no --config.

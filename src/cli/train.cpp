@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -61,6 +62,7 @@ struct TrainOptions {
   std::uint64_t seed = kDefaultSeed;
   std::string data_dir = data::kFashionMnistDefaultDir;
   double validation_split = 0.0;
+  double data_fraction = 1.0;  // of the training examples each epoch trains on
   std::string report_path;
   int verbosity = 1;        // 0 quiet, 1 progress bar, 2 also the model summary and data details
   std::optional<bool> jit;  // unset: train::default_jit_compile(device)
@@ -134,11 +136,31 @@ const OptionTable<TrainOptions>& train_options() {
                      "(default ") +
              data::kFashionMnistDefaultDir +
              ", from the Debian package dataset-fashion-mnist); other data: --data",
-         into(&O::data_dir, parse_directory)},
+         // Checked as it is read, so that a run file names the line of a folder that is not there.
+         [](O& options, const std::string& option, const std::string& text) {
+           options.data_dir = parse_directory(option, text);
+           if (!std::filesystem::is_directory(text)) {
+             throw UsageError(option + " " + text +
+                              ": no such folder; it should hold Fashion-MNIST's IDX files: "
+                              "install the Debian package dataset-fashion-mnist "
+                              "(scripts/install-deps.sh does) and leave --data-dir out, or pass "
+                              "the folder that has them (--data SPEC for other data)");
+           }
+         }},
         {"--validation-split", "F",
          "hold out the last fraction F of the training set (of an image folder: a random one, "
          "seeded) and report val_ metrics each epoch (default 0)",
          into(&O::validation_split, parse_fraction)},
+        {"--data-fraction", "F",
+         "train on the first fraction F of the training examples (after any validation split): "
+         "a cheaper run for pre-screening, as `tandem sweep`'s successive halving does (default "
+         "1)",
+         [](O& options, const std::string& option, const std::string& text) {
+           options.data_fraction = parse_fraction(option, text);
+           if (options.data_fraction == 0.0) {
+             throw UsageError(option + " 0 leaves nothing to train on; pass a fraction above 0");
+           }
+         }},
         {"--report", "FILE",
          "also write the results (settings, test accuracy and loss, samples/s, times) as JSON",
          into(&O::report_path, parse_output_path)},
@@ -229,6 +251,7 @@ std::vector<std::pair<std::string, std::string>> training_configuration(
       {"--lr-schedule", options.schedule},
       {"--seed", std::to_string(options.seed)},
       {"--validation-split", shortest(options.validation_split)},
+      {"--data-fraction", shortest(options.data_fraction)},
       {"--deterministic", options.checkpointing.deterministic ? "true" : "false"},
       {"--precision", options.precision.precision},
       {"--find-max-batch", options.precision.find_max_batch ? "true" : "false"},
@@ -269,6 +292,10 @@ const std::vector<std::string>& per_worker_options() {
       "--checkpoint-dir", "--checkpoint-every", "--keep-checkpoints", "--keep-best", "--resume",
       "--save-model", "--join-timeout", "--collective-timeout", "--memory-limit", "--pjrt-plugin"};
   return names;
+}
+
+void check_train_option(const std::string& option, const std::string& text) {
+  train_options().read_one(option, text);
 }
 
 std::vector<std::string> training_configuration_options() {
@@ -364,24 +391,26 @@ TrainingInput training_input(const TrainingData& data_sets, const TrainOptions& 
                      "e.g. 0.1");
   }
   // Examples in class order (an image folder) are split at random, with the run's seed.
-  const data::Pipeline all = data_sets.ordered_by_class && kept < total
-                                 ? data_sets.training.shuffle(total, options.seed,
-                                                              /*reshuffle_each_iteration=*/false)
-                                 : data_sets.training;
-  data::Pipeline examples = all.take(kept);
+  const std::int64_t trained = std::max<std::int64_t>(
+      1, static_cast<std::int64_t>(std::floor(static_cast<double>(kept) * options.data_fraction)));
+  const data::Pipeline all =
+      data_sets.ordered_by_class && trained < total
+          ? data_sets.training.shuffle(total, options.seed, /*reshuffle_each_iteration=*/false)
+          : data_sets.training;
+  data::Pipeline examples = all.take(trained);
   const std::int64_t image_bytes = shape_numel(data_sets.image_shape);
-  std::int64_t shuffle_buffer = kept;
+  std::int64_t shuffle_buffer = trained;
   if (data_sets.decodes) {
-    if (kept * image_bytes <= kCacheBytes) {
+    if (trained * image_bytes <= kCacheBytes) {
       examples = examples.cache();
     } else {
       shuffle_buffer =
-          std::min(kept, std::max<std::int64_t>(1024, kShuffleBufferBytes / image_bytes));
+          std::min(trained, std::max<std::int64_t>(1024, kShuffleBufferBytes / image_bytes));
     }
   }
   examples = augmented(examples.shuffle(shuffle_buffer, options.seed), options.data,
                        data_sets.image_shape, options.seed);
-  const std::int64_t remainder = kept % options.batch_size;
+  const std::int64_t remainder = trained % options.batch_size;
   const bool drop_remainder = remainder % equal_shares != 0;
   TrainingInput input{scaled_batches(examples, options.batch_size, drop_remainder), std::nullopt,
                       std::nullopt, drop_remainder ? remainder : 0};
@@ -407,6 +436,28 @@ RunDescription describe_run(const TrainOptions& options, const TrainingData& dat
                  {"threads", static_cast<double>(num_threads())},
                  {"validation_split", options.validation_split},
                  {"device", device}};
+  // The other options that decide the training (a sweep varies any of them), where set: numbers
+  // as numbers, so the HParams tab can plot them.
+  for (const auto& [name, text] : training_configuration(options)) {
+    const std::string key = [&] {
+      std::string underscored = name.substr(2);
+      std::replace(underscored.begin(), underscored.end(), '-', '_');
+      return underscored;
+    }();
+    if (text.empty() || text == "default" || run.hparams.contains(key) || name == "--lr" ||
+        name == "--batch-size" || name == "--lr-schedule") {
+      continue;
+    }
+    char* end = nullptr;
+    const double number = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() && *end == '\0') {
+      run.hparams[key] = number;
+    } else if (text == "true" || text == "false") {
+      run.hparams[key] = text == "true";
+    } else {
+      run.hparams[key] = text;
+    }
+  }
   run.device = Device::parse(device);
   run.config_text = "tandem " + std::string(version()) + " train on " + data_sets.description +
                     ", " + std::to_string(training.num_examples()) + " training examples";
@@ -740,7 +791,7 @@ int run_train(const ParsedArgs& command_line) {
     std::cout << "test accuracy: " << fixed(results->at("accuracy"), 4) << "\n"
               << "test loss: " << fixed(results->at("loss"), 4) << "\n";
   } else {
-    const auto& epochs = history.history();
+    const io::EpochHistory epochs = checkpointing.run_history(history);
     if (epochs.contains("val_accuracy")) {
       std::cout << "validation accuracy: " << fixed(epochs.at("val_accuracy").back(), 4) << "\n"
                 << "validation loss: " << fixed(epochs.at("val_loss").back(), 4) << "\n";
@@ -797,7 +848,7 @@ int run_train(const ParsedArgs& command_line) {
                                   {"num_classes", data_sets.num_classes},
                                   {"test_accuracy", or_null(test_accuracy)},
                                   {"test_loss", or_null(test_loss)},
-                                  {"history", history.history()},
+                                  {"history", checkpointing.run_history(history)},
                                   {"samples_per_sec", samples_per_sec},
                                   {"warmup_steps", history.warmup_steps()},
                                   {"input_wait_share", history.input_wait_share()},

@@ -71,8 +71,30 @@ json rng_state(const Generator& generator) {
   return {{"seed", generator.seed()}, {"offset", generator.offset()}};
 }
 
+// NaN (a diverged epoch) is not JSON: written as null, read back as NaN.
+json history_json(const EpochHistory& history) {
+  json object = json::object();
+  for (const auto& [key, values] : history) {
+    json series = json::array();
+    for (const double value : values)
+      series.push_back(std::isfinite(value) ? json(value) : json(nullptr));
+    object[key] = series;
+  }
+  return object;
+}
+
+EpochHistory history_from_json(const json& object) {
+  EpochHistory history;
+  for (const auto& [key, series] : object.items()) {
+    for (const json& value : series)
+      history[key].push_back(value.is_number() ? value.get<double>() : std::nan(""));
+  }
+  return history;
+}
+
 Snapshot take_snapshot(nn::Model& model, const TrainingPosition& position, const train::Logs& logs,
-                       std::int64_t steps_per_epoch, int epochs, const RunConfig& config) {
+                       std::int64_t steps_per_epoch, int epochs, const RunConfig& config,
+                       const EpochHistory& history) {
   Snapshot snapshot;
   for (auto& [name, weight] : named_weights(model))
     snapshot.weights.emplace_back(name, weight.clone());
@@ -127,12 +149,14 @@ Snapshot take_snapshot(nn::Model& model, const TrainingPosition& position, const
       {"metrics", metrics},
       {"logs", detail::logs_json(logs)},
       {"config", config},
+      {"history", history_json(history)},
   };
   snapshot.info.position = position;
   snapshot.info.steps_per_epoch = steps_per_epoch;
   snapshot.info.epochs = epochs;
   snapshot.info.logs = logs;
   snapshot.info.config = config;
+  snapshot.info.history = history;
   return snapshot;
 }
 
@@ -197,6 +221,8 @@ CheckpointInfo info_from_state(const std::string& path, const json& state) {
     info.epochs = state.at("epochs").get<int>();
     info.logs = detail::logs_from_json(state.at("logs"));
     info.config = state.at("config").get<RunConfig>();
+    // Checkpoints written before the history was recorded have none.
+    if (state.contains("history")) info.history = history_from_json(state.at("history"));
     return info;
   } catch (const json::exception& error) {
     throw IoError(what + ": a member is missing or mistyped (" + error.what() +
@@ -609,10 +635,11 @@ CheckpointManager::~CheckpointManager() {
 }
 
 void CheckpointManager::save(nn::Model& model, const TrainingPosition& position,
-                             const train::Logs& logs, std::int64_t steps_per_epoch, int epochs) {
+                             const train::Logs& logs, std::int64_t steps_per_epoch, int epochs,
+                             const EpochHistory& history) {
   const double start = seconds_now();
   Snapshot snapshot =
-      take_snapshot(model, position, logs, steps_per_epoch, epochs, impl_->options.config);
+      take_snapshot(model, position, logs, steps_per_epoch, epochs, impl_->options.config, history);
   if (!impl_->options.async) {
     impl_->seconds_blocking += seconds_now() - start;
     impl_->write(snapshot);
@@ -683,6 +710,7 @@ void ModelCheckpoint::on_train_begin(const train::Logs&) {
   manager_ = std::make_unique<CheckpointManager>(directory_, options_.checkpoint);
   saved_.clear();
   last_position_.reset();
+  history_ = options_.history;
 }
 
 void ModelCheckpoint::on_epoch_begin(int epoch, const train::Logs&) {
@@ -720,6 +748,10 @@ void ModelCheckpoint::on_epoch_end(int epoch, const train::Logs& logs) {
                                         : TrainingPosition{epoch, done, epoch * steps + done};
   last_position_ = position;
   last_logs_ = logs;
+  if (done == steps) {
+    for (const auto& [key, value] : logs)
+      history_[key].push_back(value);
+  }
   if (options_.every_epoch) save(position, logs);
 }
 
@@ -737,7 +769,7 @@ void ModelCheckpoint::on_train_end(const train::Logs&) {
 
 void ModelCheckpoint::save(const TrainingPosition& position, const train::Logs& logs) {
   TANDEM_ASSERT(manager_ && model() != nullptr, "ModelCheckpoint used outside fit");
-  manager_->save(*model(), position, logs, params().steps, params().epochs);
+  manager_->save(*model(), position, logs, params().steps, params().epochs, history_);
   saved_.push_back(position);
 }
 

@@ -534,7 +534,7 @@ std::string Summary::table() const {
     std::snprintf(seconds, sizeof seconds, "%.1f", result.outcome.seconds);
     row.push_back(seconds);
     char cost[32];
-    std::snprintf(cost, sizeof cost, "%.5f", result.outcome.cost.value_or(0.0));
+    std::snprintf(cost, sizeof cost, "%.3g", result.outcome.cost.value_or(0.0));
     row.push_back(result.outcome.cost ? cost : "-");
     rows.push_back(std::move(row));
   }

@@ -46,14 +46,10 @@ inline std::string thread_stacks(pid_t pid) {
   return run_capturing(command).output;
 }
 
-// Runs `program` with `args`, standard input closed, capturing both outputs. A run that takes
-// longer than `limit` is stopped: its status is 124 (as timeout(1) reports)
-// and its standard error ends with what its threads were doing.
-inline CliResult run_program(const std::string& program, const std::vector<std::string>& args,
-                             std::chrono::seconds limit = kProgramTimeLimit) {
-  ScratchDir scratch;
-  const std::string out_path = scratch.file("out");
-  const std::string err_path = scratch.file("err");
+// Starts `program` with `args`, standard input closed, its outputs into the two files; returns
+// its pid, or -1 with errno set when it cannot start.
+inline pid_t start_program(const std::string& program, const std::vector<std::string>& args,
+                           const std::string& out_path, const std::string& err_path) {
   std::vector<std::string> argv_text{program};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -71,10 +67,26 @@ inline CliResult run_program(const std::string& program, const std::vector<std::
   pid_t pid = -1;
   const int spawned = posix_spawnp(&pid, program.c_str(), &files, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&files);
-  CliResult result;
   if (spawned != 0) {
+    errno = spawned;
+    return -1;
+  }
+  return pid;
+}
+
+// Runs `program` with `args`, standard input closed, capturing both outputs. A run that takes
+// longer than `limit` is stopped: its status is 124 (as timeout(1) reports)
+// and its standard error ends with what its threads were doing.
+inline CliResult run_program(const std::string& program, const std::vector<std::string>& args,
+                             std::chrono::seconds limit = kProgramTimeLimit) {
+  ScratchDir scratch;
+  const std::string out_path = scratch.file("out");
+  const std::string err_path = scratch.file("err");
+  const pid_t pid = start_program(program, args, out_path, err_path);
+  CliResult result;
+  if (pid < 0) {
     result.status = 127;
-    result.err = program + ": cannot start: " + std::strerror(spawned) + "\n";
+    result.err = program + ": cannot start: " + std::strerror(errno) + "\n";
     return result;
   }
   const auto deadline = std::chrono::steady_clock::now() + limit;

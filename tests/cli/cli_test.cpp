@@ -128,8 +128,8 @@ TEST(Cli, BadTrainArgumentsAreUsageErrors) {
                {"--report", "/nonexistent/dir", "does not exist"});
 }
 
-TEST(Cli, MissingDataDirectoryIsARuntimeError) {
-  expect_error({"train", "--quiet", "--data-dir", "/nonexistent/fashion"}, 1,
+TEST(Cli, MissingDataDirectoryIsNamedWithTheFix) {
+  expect_error({"train", "--quiet", "--data-dir", "/nonexistent/fashion"}, 2,
                {"/nonexistent/fashion", "dataset-fashion-mnist", "--data-dir"});
 }
 

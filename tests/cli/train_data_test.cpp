@@ -235,6 +235,9 @@ TEST(TrainData, MistakesAreOneLineErrors) {
   // In a run file, the line of the path.
   std::ofstream(dir.file("run.toml")) << "epochs = 1\ndata = \"" << dir.file("nowhere") << "\"\n";
   expect_error({"train", "--config", dir.file("run.toml")}, 2, {"run.toml:2", "does not exist"});
+  std::ofstream(dir.file("fashion.toml")) << "data-dir = \"" << dir.file("nowhere") << "\"\n";
+  expect_error({"train", "--config", dir.file("fashion.toml")}, 2,
+               {"fashion.toml:1", "key 'data-dir'", "no such folder"});
 }
 
 }  // namespace

@@ -62,6 +62,17 @@ TEST(Checkpoint, ResumingFromAnyCheckpointEndsWithTheUninterruptedWeights) {
       EXPECT_EQ(rest.history().at("loss").back(), full.history().at("loss").back());
       EXPECT_EQ(rest.history().at("accuracy").back(), full.history().at("accuracy").back());
     }
+    // The checkpoint holds the logs of the epochs completed before it: with the rest of the
+    // run's, the uninterrupted run's history.
+    ASSERT_EQ(info.history.empty() ? 0 : info.history.at("loss").size(),
+              static_cast<std::size_t>(info.position.epoch));
+    std::vector<double> losses =
+        info.history.empty() ? std::vector<double>{} : info.history.at("loss");
+    if (!rest.epochs().empty()) {
+      losses.insert(losses.end(), rest.history().at("loss").begin(),
+                    rest.history().at("loss").end());
+    }
+    EXPECT_EQ(losses, full.history().at("loss"));
   }
 }
 
