@@ -197,7 +197,8 @@ class Scheduler {
   std::size_t runs_at(int rung) const {
     std::size_t count = configurations_.size();
     for (int k = 0; k < rung; ++k)
-      count = std::max<std::size_t>(1, count / static_cast<std::size_t>(options_.halving->reduction));
+      count =
+          std::max<std::size_t>(1, count / static_cast<std::size_t>(options_.halving->reduction));
     return count;
   }
 
@@ -218,9 +219,8 @@ class Scheduler {
         }
       }
       if (ended < runs_at(rung)) continue;
-      std::stable_sort(finished.begin(), finished.end(), [&](const auto& a, const auto& b) {
-        return better(a.first, b.first);
-      });
+      std::stable_sort(finished.begin(), finished.end(),
+                       [&](const auto& a, const auto& b) { return better(a.first, b.first); });
       const std::size_t going_on = std::min(finished.size(), runs_at(rung + 1));
       for (std::size_t i = 0; i < going_on; ++i) {
         if (!promoted_[static_cast<std::size_t>(rung)].contains(finished[i].second)) {
@@ -458,9 +458,16 @@ Summary run_sweep(const std::vector<Axis>& space, const SweepOptions& options,
     std::unique_lock lock(mutex);
     while (true) {
       std::optional<Trial> trial;
+      // The scheduler writes the progress file as it hands out a trial: a failure to (a full
+      // disk) stops the sweep, as one recording a result does.
       changed.wait(lock, [&] {
         if (stopped) return true;
-        trial = scheduler.next(slot);
+        try {
+          trial = scheduler.next(slot);
+        } catch (...) {
+          stopped = std::current_exception();
+          return true;
+        }
         return trial.has_value() || scheduler.idle();
       });
       if (!trial) {
