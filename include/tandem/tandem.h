@@ -17,6 +17,7 @@
 #include "tandem/observe.h"
 #include "tandem/ops.h"
 #include "tandem/pipeline.h"
+#include "tandem/pruning.h"
 #include "tandem/random.h"
 #include "tandem/runtime.h"
 #include "tandem/sweep.h"
