@@ -30,6 +30,7 @@
 
 #include "tandem/data.h"
 #include "tandem/device.h"
+#include "tandem/pruning.h"
 #include "tandem/spans.h"
 #include "tandem/tensor.h"
 #include "tandem/train.h"
@@ -198,6 +199,21 @@ class TensorBoard final : public train::Callback {
  private:
   struct State;
   std::unique_ptr<State> state_;
+};
+
+// TF-MOT's PruningSummaries: at the end of every epoch, each pruned layer's sparsity
+// (pruning/<layer>/sparsity, the share of its kernel at zero) and the schedule's target
+// (pruning/target_sparsity), at the pruning step, in <log_dir>/train beside the training scalars.
+class PruningSummaries final : public train::Callback {
+ public:
+  PruningSummaries(std::shared_ptr<const pruning::Pruning> pruning, const std::string& log_dir);
+  bool reads_weights_at_batch_end() const override { return false; }
+  bool reads_logs_at_batch_end(std::int64_t) const override { return false; }
+  void on_epoch_end(int epoch, const train::Logs& logs) override;
+
+ private:
+  std::shared_ptr<const pruning::Pruning> pruning_;
+  std::shared_ptr<SummaryWriter> writer_;
 };
 
 // The settings and results of a run as a markdown table (the Text tab renders it).

@@ -93,6 +93,9 @@ class Pruning final : public train::Callback {
   double sparsity(const std::string& layer = "") const;
   // Recomputes every mask for `sparsity` (two_of_four: the pattern) and zeroes the pruned weights.
   void update_masks(double sparsity);
+  // A run resumed at training step `step` (from a checkpoint, whose weights hold the zeros): the
+  // step count goes on from there, with the masks of the schedule's last update before it.
+  void resume_at(std::int64_t step);
   // Ends the pruning: the masks are dropped and later steps leave the weights alone; the zeros
   // stay.
   void strip();

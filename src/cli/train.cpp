@@ -17,6 +17,7 @@
 #include "cli/format.h"
 #include "cli/observe_options.h"
 #include "cli/precision_options.h"
+#include "cli/prune_options.h"
 #include "cli/run_file.h"
 #include "cli/strategy_options.h"
 #include "cli/train_data.h"
@@ -25,6 +26,7 @@
 #include "tandem/io.h"
 #include "tandem/mixed_precision.h"
 #include "tandem/nn.h"
+#include "tandem/observe.h"
 #include "tandem/pipeline.h"
 #include "tandem/random.h"
 #include "tandem/runtime.h"
@@ -71,6 +73,7 @@ struct TrainOptions {
   StrategyOptions strategy;
   PrecisionOptions precision;
   TrainDataOptions data;
+  PruneOptions prune;
 };
 
 std::string join(const std::vector<std::string>& items, const std::string& separator) {
@@ -156,7 +159,8 @@ const OptionTable<TrainOptions>& train_options() {
          "a cheaper run for pre-screening, as `tandem sweep`'s successive halving does (default "
          "1)",
          [](O& options, const std::string& option, const std::string& text) {
-           options.data_fraction = parse_fraction(option, text);
+           // (0, 1]: all of the data is the default.
+           options.data_fraction = text == "1" ? 1.0 : parse_fraction(option, text);
            if (options.data_fraction == 0.0) {
              throw UsageError(option + " 0 leaves nothing to train on; pass a fraction above 0");
            }
@@ -211,7 +215,8 @@ const OptionTable<TrainOptions>& train_options() {
         .add(checkpointing_options(), &O::checkpointing)
         .add(strategy_options(), &O::strategy)
         .add(precision_options(), &O::precision)
-        .add(train_data_options(), &O::data);
+        .add(train_data_options(), &O::data)
+        .add(prune_options(), &O::prune);
     return options;
   }();
   return table;
@@ -275,6 +280,11 @@ std::vector<std::pair<std::string, std::string>> training_configuration(
       {"--augment", join(options.data.augment, ",")},
       {"--num-classes",
        options.data.num_classes == 0 ? "" : std::to_string(options.data.num_classes)},
+      {"--prune", options.prune.sparsity == 0.0 ? "" : shortest(options.prune.sparsity)},
+      // Without pruning its shaping options say nothing (and a resumed run is not given them).
+      {"--prune-schedule", options.prune.sparsity == 0.0 ? "" : options.prune.schedule},
+      {"--prune-pattern", options.prune.sparsity == 0.0 ? "" : options.prune.pattern},
+      {"--prune-layers", join(options.prune.layers, ",")},
   };
 }
 
@@ -769,6 +779,30 @@ int run_train(const ParsedArgs& command_line) {
     fit_options.callbacks.push_back(callback);
   // The other workers hold the same weights: the chief alone logs, saves and evaluates.
   if (!strategy->is_chief()) fit_options.callbacks.clear();
+  // Pruning on every worker (each masks its own copy of the same weights), first of the
+  // callbacks so that checkpoints and logs see the masked weights.
+  const std::shared_ptr<pruning::Pruning> pruning = make_pruning(options.prune, model, total_steps);
+  if (pruning) {
+    fit_options.callbacks.insert(fit_options.callbacks.begin(), pruning);
+    if (resume) {
+      pruning->resume_at(fit_options.initial_epoch * training.num_batches() +
+                         fit_options.initial_step);
+    }
+    if (!options.observe.logdir.empty() && strategy->is_chief()) {
+      fit_options.callbacks.push_back(
+          std::make_shared<observe::PruningSummaries>(pruning, options.observe.logdir));
+    }
+    if (chatty) {
+      std::cout << "pruning: " << options.prune.pattern << " magnitude pruning of "
+                << pruning->weights().size() << " kernels to sparsity "
+                << shortest(options.prune.sparsity)
+                << (options.prune.pattern == "2:4" ? ""
+                                                   : " (" + options.prune.schedule + " schedule)");
+      for (const std::string& skipped : pruning->skipped())
+        std::cout << "; left alone: " << skipped;
+      std::cout << "\n";
+    }
+  }
   const auto train_start = std::chrono::steady_clock::now();
   const train::History history = model.fit(training, static_cast<int>(options.epochs), fit_options);
   const double train_seconds = seconds_since(train_start);
@@ -824,6 +858,21 @@ int run_train(const ParsedArgs& command_line) {
   }
   observers.finish(std::cout);
   if (options.observe.profile) print_compiled_step(model, observers.trace_path(), std::cout);
+  nlohmann::ordered_json pruned = nullptr;
+  if (pruning) {
+    pruning::strip_pruning(*pruning);
+    pruned = {{"target_sparsity", options.prune.sparsity},
+              {"pattern", options.prune.pattern},
+              {"sparsity", pruning->sparsity()}};
+    std::cout << "pruning: " << fixed(100.0 * pruning->sparsity(), 1)
+              << "% of the pruned kernels are zero:";
+    for (const pruning::PrunedWeight& weight : pruning->weights()) {
+      pruned["layers"][weight.layer] = pruning->sparsity(weight.layer);
+      std::cout << " " << weight.layer << " " << fixed(100.0 * pruning->sparsity(weight.layer), 1)
+                << "%";
+    }
+    std::cout << "\n";
+  }
   const bool saved = checkpointing.finish(model, data_sets.class_names, std::cout);
 
   if (!options.report_path.empty()) {
@@ -849,6 +898,7 @@ int run_train(const ParsedArgs& command_line) {
                                   {"test_accuracy", or_null(test_accuracy)},
                                   {"test_loss", or_null(test_loss)},
                                   {"history", checkpointing.run_history(history)},
+                                  {"pruning", pruned},
                                   {"samples_per_sec", samples_per_sec},
                                   {"warmup_steps", history.warmup_steps()},
                                   {"input_wait_share", history.input_wait_share()},

@@ -158,6 +158,17 @@ void Pruning::update_masks(double sparsity) {
   apply_masks();
 }
 
+void Pruning::resume_at(std::int64_t step) {
+  step_ = step;
+  for (std::int64_t earlier = step - 1; earlier >= 0; --earlier) {
+    const ScheduleDecision decision = schedule_at(options_.schedule, earlier);
+    if (decision.update) {
+      update_masks(decision.sparsity);
+      return;
+    }
+  }
+}
+
 void Pruning::apply_masks() {
   NoGradGuard no_grad;
   for (PrunedWeight& pruned : weights_) {
