@@ -136,6 +136,19 @@ ParsedArgs parse_args(const CommandSpec& command, std::span<const std::string> a
   return parsed;
 }
 
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::string::size_type start = 0;
+  while (start <= text.size()) {
+    const std::string::size_type comma = text.find(',', start);
+    std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? text.size() + 1 : comma + 1;
+    if (!item.empty()) items.push_back(std::move(item));
+  }
+  return items;
+}
+
 std::int64_t parse_positive_integer(const std::string& option, const std::string& text) {
   const std::optional<std::int64_t> value = parse_whole<std::int64_t>(text);
   if (!value || *value <= 0) {

@@ -64,6 +64,9 @@ class ParsedArgs {
 // positional argument the command does not take. `--help` is always accepted.
 ParsedArgs parse_args(const CommandSpec& command, std::span<const std::string> args);
 
+// The non-empty items of a comma-separated list: "a,,b," -> {"a", "b"}.
+std::vector<std::string> split_list(const std::string& text);
+
 // Typed values; each throws UsageError naming the option, the text and what is expected.
 std::int64_t parse_positive_integer(const std::string& option, const std::string& text);
 std::uint64_t parse_unsigned_integer(const std::string& option, const std::string& text);

@@ -30,15 +30,7 @@ const OptionTable<PruneOptions>& prune_options() {
         {"--prune-layers", "NAMES",
          "the layers to prune, comma-separated (default: every Dense and Conv2D)",
          [](O& options, const std::string& option, const std::string& text) {
-           options.layers.clear();
-           std::string::size_type start = 0;
-           while (start <= text.size()) {
-             const std::string::size_type comma = text.find(',', start);
-             const std::string name =
-                 text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-             start = comma == std::string::npos ? text.size() + 1 : comma + 1;
-             if (!name.empty()) options.layers.push_back(name);
-           }
+           options.layers = split_list(text);
            if (options.layers.empty()) throw UsageError(option + " names no layer");
          }},
     });

@@ -83,13 +83,7 @@ bool has_glob_characters(const std::string& path) {
 // The files of a comma-separated list of paths and globs, each glob's matches sorted.
 std::vector<std::string> expand_files(const Spec& spec) {
   std::vector<std::string> files;
-  std::string::size_type start = 0;
-  while (start <= spec.path.size()) {
-    const std::string::size_type comma = spec.path.find(',', start);
-    const std::string piece =
-        spec.path.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    start = comma == std::string::npos ? spec.path.size() + 1 : comma + 1;
-    if (piece.empty()) continue;
+  for (const std::string& piece : split_list(spec.path)) {
     if (!has_glob_characters(piece)) {
       files.push_back(piece);
       continue;
@@ -598,16 +592,9 @@ const OptionTable<TrainDataOptions>& train_data_options() {
        "the area resized back) (default: none)",
        [](O& options, const std::string& option, const std::string& text) {
          options.augment.clear();
-         std::string::size_type start = 0;
-         while (start <= text.size()) {
-           const std::string::size_type comma = text.find(',', start);
-           const std::string name =
-               text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-           start = comma == std::string::npos ? text.size() + 1 : comma + 1;
-           if (name.empty()) continue;
-           const std::vector<std::string> known(kAugmentations.begin(), kAugmentations.end());
+         const std::vector<std::string> known(kAugmentations.begin(), kAugmentations.end());
+         for (const std::string& name : split_list(text))
            options.augment.push_back(one_of(known, "augmentation")(option, name));
-         }
        }},
       {"--num-classes", "N",
        "classes of the labels, 0 .. N-1 (default: the data's class folders or names, else the "
@@ -663,6 +650,10 @@ TrainingData open_training_data(const TrainDataOptions& options, const std::stri
   } else if (num_classes == 0) {
     const LabelScan scan = scan_labels(found.training);
     if (scan.count == 0) throw IoError(found.training.description + ": holds no example");
+    // Counted now: decoded() need not count again.
+    if (found.training.examples.cardinality() == data::kUnknownCardinality) {
+      found.training.examples = found.training.examples.assert_cardinality(scan.count);
+    }
     num_classes = scan.largest + 1;
     if (num_classes < 2) {
       throw InvalidArgument(found.training.description + ": every label is " +
