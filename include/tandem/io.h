@@ -281,6 +281,19 @@ void export_onnx(const nn::Model& model, const std::string& path,
                  const OnnxExportOptions& options = {});
 
 // ---------------------------------------------------------------------------------------------
+// TensorFlow SavedModel export
+// ---------------------------------------------------------------------------------------------
+// Writes a built f32 (or f64) model as a TensorFlow SavedModel folder for TensorFlow Serving and
+// tf.saved_model.load: saved_model.pb with one MetaGraph tagged "serve" and a "serving_default"
+// signature ("input", the model's NHWC input with any batch size, to "output"), built from
+// TensorFlow's ops (Conv2D, BiasAdd, Relu, MaxPool, AvgPool, MatMul, FusedBatchNormV3, Mean,
+// Reshape, Softmax, ...), and an empty variables/ folder: the weights are constants in the graph
+// (a serving graph needs no checkpoint), which bounds the model at protobuf's 2 GB. The folder is
+// written atomically; an existing SavedModel there is replaced, any other non-empty folder is an
+// error. Throws InvalidArgument naming a layer that SavedModel export does not cover.
+void export_saved_model(const nn::Model& model, const std::string& directory);
+
+// ---------------------------------------------------------------------------------------------
 // Importing PyTorch weights
 // ---------------------------------------------------------------------------------------------
 struct TorchImportOptions {

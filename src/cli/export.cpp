@@ -1,5 +1,6 @@
-// `tandem export --model DIR --format onnx --output FILE`: a saved model as an ONNX model for
-// serving (onnxruntime, TensorRT, ...), checked by the ONNX checker before it is written.
+// `tandem export --model DIR --format onnx|savedmodel --output PATH`: a saved model as an ONNX
+// model for serving (onnxruntime, TensorRT, ...), checked by the ONNX checker before it is
+// written, or as a TensorFlow SavedModel folder (TensorFlow Serving, tf.saved_model.load).
 #include <iostream>
 #include <limits>
 
@@ -15,6 +16,7 @@ struct ExportOptions {
   std::string format;
   std::string output;
   io::OnnxExportOptions onnx;
+  bool opset_given = false;
 };
 
 const OptionTable<ExportOptions>& export_options() {
@@ -22,10 +24,15 @@ const OptionTable<ExportOptions>& export_options() {
   static const OptionTable<O> table(
       {
           {"--model", "DIR", "the saved model's directory (required)", into(&O::model_dir)},
-          {"--format", "NAME", "onnx (required; the only format so far)",
-           into(&O::format, one_of({"onnx"}, "format"))},
-          {"--output", "FILE", "where to write the model (required)", into(&O::output)},
-          {"--opset", "N", "ONNX opset, 13 to 17 (default " + std::to_string(O{}.onnx.opset) + ")",
+          {"--format", "NAME",
+           "onnx (a file) or savedmodel (a TensorFlow SavedModel folder) (required)",
+           into(&O::format, one_of({"onnx", "savedmodel"}, "format"))},
+          {"--output", "PATH",
+           "where to write the model: a file, or a folder for savedmodel "
+           "(required)",
+           into(&O::output)},
+          {"--opset", "N",
+           "ONNX opset, 13 to 17 (default " + std::to_string(O{}.onnx.opset) + "; onnx only)",
            [](O& options, const std::string& option, const std::string& text) {
              const std::int64_t opset = parse_positive_integer(option, text);
              if (opset < 13 || opset > 17) {
@@ -33,14 +40,20 @@ const OptionTable<ExportOptions>& export_options() {
                    option + " must be 13 to 17 (what the ONNX library here knows), got " + text);
              }
              options.onnx.opset = static_cast<int>(opset);
+             options.opset_given = true;
            }},
       },
       {[](O& options, const ParsedArgs&) {
         if (options.model_dir.empty()) {
           throw UsageError("'tandem export' needs --model DIR, the directory of a saved model");
         }
-        if (options.format.empty()) throw UsageError("'tandem export' needs --format onnx");
-        if (options.output.empty()) throw UsageError("'tandem export' needs --output FILE");
+        if (options.format.empty()) {
+          throw UsageError("'tandem export' needs --format onnx or --format savedmodel");
+        }
+        if (options.output.empty()) throw UsageError("'tandem export' needs --output PATH");
+        if (options.opset_given && options.format != "onnx") {
+          throw UsageError("--opset applies to --format onnx only, not " + options.format);
+        }
       }});
   return table;
 }
@@ -50,12 +63,18 @@ const OptionTable<ExportOptions>& export_options() {
 const CommandSpec& export_spec() {
   static const CommandSpec spec{
       "export",
-      "Write a saved model in another format (ONNX) for serving",
-      "tandem export --model DIR --format onnx --output FILE [--opset N]",
+      "Write a saved model in another format (ONNX, TensorFlow SavedModel) for serving",
+      "tandem export --model DIR --format onnx|savedmodel --output PATH [--opset N]",
       "Reads the model that `tandem train --save-model DIR` (or Model::save) wrote and writes it\n"
-      "as an ONNX model: input \"input\" (N, H, W, C) as Tandem takes it, output \"output\";\n"
-      "convolutions and pooling run in ONNX's NCHW inside, with the transposes the graph needs.\n"
-      "The file passes the ONNX checker and shape inference before it is written.",
+      "in the format --format names. Both take input \"input\" (N, H, W, C) as Tandem does and\n"
+      "give \"output\".\n"
+      "  onnx        one file; convolutions and pooling run in ONNX's NCHW inside, with the\n"
+      "              transposes the graph needs. It passes the ONNX checker and shape inference\n"
+      "              before it is written.\n"
+      "  savedmodel  a folder (saved_model.pb, variables/) for TensorFlow Serving and\n"
+      "              tf.saved_model.load: MetaGraph \"serve\", signature \"serving_default\",\n"
+      "              TensorFlow's ops with the weights as constants. An existing SavedModel at\n"
+      "              PATH is replaced whole; any other non-empty folder is an error.",
       export_options().specs(),
   };
   return spec;
@@ -64,15 +83,19 @@ const CommandSpec& export_spec() {
 int run_export(const ParsedArgs& args) {
   const ExportOptions options = export_options().read(args);
   const nn::Model model = io::load_model(options.model_dir);
-  io::export_onnx(model, options.output, options.onnx);
-  std::cout << "exported: " << options.output << " (ONNX opset " << options.onnx.opset
-            << ", model '" << model.name() << "', input (N, " <<
-      [&] {
-        std::string dims;
-        for (std::size_t i = 1; i < model.input_shape().size(); ++i)
-          dims += (i > 1 ? ", " : "") + std::to_string(model.input_shape()[i]);
-        return dims;
-      }() << "))\n";
+  std::string input_dims;
+  for (std::size_t i = 1; i < model.input_shape().size(); ++i)
+    input_dims += (i > 1 ? ", " : "") + std::to_string(model.input_shape()[i]);
+  std::string format;
+  if (options.format == "onnx") {
+    io::export_onnx(model, options.output, options.onnx);
+    format = "ONNX opset " + std::to_string(options.onnx.opset);
+  } else {
+    io::export_saved_model(model, options.output);
+    format = "TensorFlow SavedModel, signature serving_default";
+  }
+  std::cout << "exported: " << options.output << " (" << format << ", model '" << model.name()
+            << "', input (N, " << input_dims << "))\n";
   return 0;
 }
 

@@ -160,10 +160,6 @@ Snapshot take_snapshot(nn::Model& model, const TrainingPosition& position, const
   return snapshot;
 }
 
-std::span<const std::uint8_t> as_bytes(const std::string& text) {
-  return {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()};
-}
-
 // Writes the snapshot as <directory>/ckpt-<step>: staged in a hidden folder, each file fsynced,
 // the folder fsynced, then moved into place (replacing a checkpoint of the same step).
 std::string write_snapshot(const std::string& directory, Snapshot& snapshot) {
@@ -180,19 +176,11 @@ std::string write_snapshot(const std::string& directory, Snapshot& snapshot) {
 
   const std::string target =
       (fs::path(directory) / checkpoint_name(snapshot.info.position.step)).string();
-  const std::string staged = hidden_sibling(target, "tmp");
-  std::error_code error;
-  if (!fs::create_directory(staged, error)) {
-    throw IoError("cannot create the folder " + staged + ": " + error.message());
-  }
   try {
-    write_file_durably((fs::path(staged) / kWeightsFile).string(), weights);
-    write_file_durably((fs::path(staged) / kOptimizerFile).string(), optimizer);
-    write_file_durably((fs::path(staged) / kStateFile).string(), as_bytes(state_text));
-    sync_directory(staged);
-    detail::replace_directory(staged, target);
+    detail::write_directory(target, {{kWeightsFile, weights},
+                                     {kOptimizerFile, optimizer},
+                                     {kStateFile, detail::as_bytes(state_text)}});
   } catch (const IoError& failure) {
-    fs::remove_all(staged, error);
     throw IoError("checkpoint at step " + std::to_string(snapshot.info.position.step) +
                   " not written (the earlier checkpoints in " + directory +
                   " are intact): " + failure.what());

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -30,6 +31,59 @@ void replace_directory(const std::string& staged, const std::string& target) {
     throw IoError("cannot move " + staged + " over " + target + ": " + describe_errno(errno));
   }
   sync_directory(parent_folder(target));
+}
+
+void write_directory(const std::string& target, const std::vector<FolderFile>& files) {
+  namespace fs = std::filesystem;
+  const fs::path absolute = fs::absolute(target);
+  std::error_code error;
+  fs::create_directories(absolute.parent_path(), error);
+  const std::string staged = hidden_sibling(absolute.string(), "tmp");
+  if (!fs::create_directory(staged, error)) {
+    throw IoError("cannot create the folder " + staged + ": " + error.message());
+  }
+  try {
+    for (const FolderFile& file : files) {
+      const fs::path path = fs::path(staged) / file.name;
+      if (file.name.ends_with('/')) {
+        if (!fs::create_directories(path, error)) {
+          throw IoError("cannot create the folder " + path.string() + ": " + error.message());
+        }
+      } else {
+        write_file_durably(path.string(), file.bytes);
+      }
+    }
+    sync_directory(staged);
+    replace_directory(staged, absolute.string());
+  } catch (const IoError&) {
+    fs::remove_all(staged, error);
+    throw;
+  }
+}
+
+void require_replaceable(const std::string& directory, const std::vector<std::string>& names,
+                         const std::string& what, const std::string& kind) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::exists(directory, error)) return;
+  if (!fs::is_directory(directory, error)) {
+    throw IoError(what + ": " + directory + " is a file; give a folder to write into");
+  }
+  bool empty = true;
+  bool foreign = false;
+  for (const auto& entry : fs::directory_iterator(directory, error)) {
+    empty = false;
+    const std::string name = entry.path().filename().string();
+    foreign |= std::find(names.begin(), names.end(), name) == names.end();
+  }
+  if (!empty && (foreign || !fs::exists(fs::path(directory) / names.front(), error))) {
+    throw IoError(what + ": " + directory + " holds files that are not a " + kind +
+                  "; write into a new or empty folder (an existing " + kind + " is replaced)");
+  }
+}
+
+std::span<const std::uint8_t> as_bytes(const std::string& text) {
+  return {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()};
 }
 
 void remove_directory(const std::string& path) {

@@ -5,6 +5,7 @@
 // an IoError naming the folder, what the system said and what to do.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,23 @@ inline constexpr std::uint64_t kMaxWeightsFileBytes = std::uint64_t{64} << 30;  
 // folder, now at `staged`, is removed. Where the file system cannot exchange, the old folder is
 // renamed aside first. Either way no reader ever sees a half-written `target`. Fsyncs the parent.
 void replace_directory(const std::string& staged, const std::string& target);
+// A folder's file for write_directory: its name inside the folder ("variables/" with the trailing
+// slash: an empty subfolder) and its bytes.
+struct FolderFile {
+  std::string name;
+  std::span<const std::uint8_t> bytes;
+};
+// Writes a whole folder atomically: the files go durably into a hidden sibling of `target`
+// (parents created), which replace_directory then moves into place. On failure the staged folder
+// is removed and the IoError passed on; `target` is as it was.
+void write_directory(const std::string& target, const std::vector<FolderFile>& files);
+// Throws IoError unless `directory` is absent, empty, or a folder of the kind that may be
+// replaced: one holding `names.front()` and nothing outside `names`. `what` names the caller
+// ("Model::save") and `kind` the folder ("saved Tandem model") in the message.
+void require_replaceable(const std::string& directory, const std::vector<std::string>& names,
+                         const std::string& what, const std::string& kind);
+// The bytes of a string, for the writers.
+std::span<const std::uint8_t> as_bytes(const std::string& text);
 // Removes a folder tree, renaming it to a hidden name beside it first so that an interrupted
 // removal never leaves a half-deleted folder under its real name.
 void remove_directory(const std::string& path);

@@ -15,6 +15,7 @@
 
 #include "core/files.h"
 #include "io/file_io.h"
+#include "io/layer_config.h"
 #include "ops/window.h"
 #include "tandem/io.h"
 #include "tandem/ops.h"
@@ -22,6 +23,11 @@
 
 namespace tandem::io {
 namespace {
+
+using detail::activation_of;
+using detail::builtin_config;
+using detail::config_value;
+using detail::pair_of;
 
 constexpr int kMinOpset = 13;
 constexpr int kMaxOpset = 17;  // the newest opset the ONNX library here (1.12) knows
@@ -191,27 +197,11 @@ Value activation(GraphBuilder& graph, const Value& x, nn::ActivationFunction fun
   return {output, x.shape, x.nchw};
 }
 
-// What a layer's config says, by key.
-template <typename T>
-T config_value(const nn::LayerConfig& config, const std::string& key) {
-  return std::get<T>(config.at(key));
-}
-
-std::array<std::int64_t, 2> pair_of(const nn::LayerConfig& config, const std::string& key) {
-  const auto values = config_value<std::vector<std::int64_t>>(config, key);
-  return {values[0], values[1]};
-}
-
 Value export_layer(GraphBuilder& graph, const nn::Layer& layer, const std::vector<Value>& inputs,
                    const Shape& output_shape) {
   const std::string name = layer.name();
   const std::string kind = layer.impl().class_name();
-  const std::optional<nn::LayerConfig> config_or = layer.impl().config();
-  if (!config_or) {
-    throw InvalidArgument("export_onnx: layer '" + name + "' (" + kind +
-                          ") is a custom layer; ONNX export covers the built-in layers");
-  }
-  const nn::LayerConfig& config = *config_or;
+  const nn::LayerConfig config = builtin_config(layer, "export_onnx", "ONNX");
   const std::vector<Tensor> weights = layer.weights();
   const Value& x = inputs.front();
 
@@ -234,8 +224,7 @@ Value export_layer(GraphBuilder& graph, const nn::Layer& layer, const std::vecto
     GraphBuilder::ints(conv, "strides", {window.strides[0], window.strides[1]});
     GraphBuilder::ints(conv, "dilations", {window.dilations[0], window.dilations[1]});
     GraphBuilder::ints(conv, "pads", onnx_pads(window));
-    return activation(graph, {output, output_shape, true},
-                      nn::parse_activation(config_value<std::string>(config, "activation")), name);
+    return activation(graph, {output, output_shape, true}, activation_of(config), name);
   }
   if (kind == "MaxPooling2D" || kind == "AveragePooling2D") {
     const Value input = graph.as_nchw(x, name);
@@ -286,8 +275,7 @@ Value export_layer(GraphBuilder& graph, const nn::Layer& layer, const std::vecto
         output = biased;
       }
     }
-    return activation(graph, {output, output_shape, false},
-                      nn::parse_activation(config_value<std::string>(config, "activation")), name);
+    return activation(graph, {output, output_shape, false}, activation_of(config), name);
   }
   if (kind == "BatchNormalization") {
     // weights: gamma, beta, moving_mean, moving_variance; the channel axis is 1 in ONNX.
@@ -309,8 +297,7 @@ Value export_layer(GraphBuilder& graph, const nn::Layer& layer, const std::vecto
     return {output, output_shape, input.nchw};
   }
   if (kind == "Activation") {
-    return activation(graph, x,
-                      nn::parse_activation(config_value<std::string>(config, "activation")), name);
+    return activation(graph, x, activation_of(config), name);
   }
   if (kind == "Dropout") return x;  // the identity in inference
   if (kind == "Add") {

@@ -77,31 +77,6 @@ json layer_json(const nn::Layer& layer) {
           {"config", config_json(*config)}};
 }
 
-std::span<const std::uint8_t> as_bytes(const std::string& text) {
-  return {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()};
-}
-
-// Throws unless `directory` is absent, empty or a saved model (which may be replaced).
-void require_replaceable(const std::string& directory) {
-  std::error_code error;
-  if (!fs::exists(directory, error)) return;
-  if (!fs::is_directory(directory, error)) {
-    throw IoError("Model::save: " + directory + " is a file; give a folder to save into");
-  }
-  bool empty = true;
-  bool foreign = false;
-  for (const auto& entry : fs::directory_iterator(directory, error)) {
-    empty = false;
-    const std::string name = entry.path().filename().string();
-    foreign |= name != kArchitectureFile && name != kWeightsFile;
-  }
-  if (!empty && (foreign || !fs::exists(fs::path(directory) / kArchitectureFile, error))) {
-    throw IoError("Model::save: " + directory +
-                  " holds files that are not a saved Tandem model; save into a new or empty "
-                  "folder (an existing saved model is replaced)");
-  }
-}
-
 // model.json, checked: its seal, its format and version.
 json read_architecture(const std::string& directory) {
   const std::string path = (fs::path(directory) / kArchitectureFile).string();
@@ -304,24 +279,15 @@ void Model::save(const std::string& directory, const std::vector<std::string>& c
   const std::vector<std::uint8_t> weight_bytes =
       io::encode_safetensors(weights, {{"format", "tandem"}, {"model", state.name}});
   architecture["weights"] = io::detail::file_record(weight_bytes);
-  const std::string architecture_text = io::detail::seal_json(std::move(architecture));
 
-  io::require_replaceable(directory);
-  const std::filesystem::path target = std::filesystem::absolute(directory);
-  std::error_code error;
-  std::filesystem::create_directories(target.parent_path(), error);
-  const std::string staged = hidden_sibling(target.string(), "tmp");
-  if (!std::filesystem::create_directory(staged, error)) {
-    throw IoError("Model::save: cannot create the folder " + staged + ": " + error.message());
-  }
+  io::detail::require_replaceable(directory, {io::kArchitectureFile, io::kWeightsFile},
+                                  "Model::save", "saved Tandem model");
+  const std::string architecture_text = io::detail::seal_json(std::move(architecture));
   try {
-    write_file_durably((std::filesystem::path(staged) / io::kWeightsFile).string(), weight_bytes);
-    write_file_durably((std::filesystem::path(staged) / io::kArchitectureFile).string(),
-                       io::as_bytes(architecture_text));
-    sync_directory(staged);
-    io::detail::replace_directory(staged, target.string());
+    io::detail::write_directory(directory,
+                                {{io::kWeightsFile, weight_bytes},
+                                 {io::kArchitectureFile, io::detail::as_bytes(architecture_text)}});
   } catch (const IoError& failure) {
-    std::filesystem::remove_all(staged, error);
     throw IoError(std::string("Model::save: ") + failure.what() + " (nothing was changed in " +
                   directory + ")");
   }

@@ -252,7 +252,7 @@ TEST(CliPredict, PrintsTheTopClassesOfIdxPngJpegAndPgmImages) {
   EXPECT_NE(damaged.err.find("model.safetensors"), std::string::npos) << damaged.err;
 }
 
-TEST(CliExport, WritesACheckedOnnxModelAndRefusesMistakes) {
+TEST(CliExport, WritesACheckedOnnxModelAndASavedModelAndRefusesMistakes) {
   ScratchDir scratch;
   const std::string model = scratch.file("model");
   ASSERT_EQ(run_cli(train_args({"--model", "cnn", "--epochs", "1", "--save-model", model})).status,
@@ -262,13 +262,28 @@ TEST(CliExport, WritesACheckedOnnxModelAndRefusesMistakes) {
   ASSERT_EQ(exported.status, 0) << exported.err;
   EXPECT_NE(exported.out.find("ONNX opset 15"), std::string::npos) << exported.out;
   EXPECT_GT(fs::file_size(scratch.file("cnn.onnx")), 100000u);
+  const CliResult saved = run_cli({"export", "--model", model, "--format", "savedmodel", "--output",
+                                   scratch.file("serving/cnn/1")});
+  ASSERT_EQ(saved.status, 0) << saved.err;
+  EXPECT_NE(saved.out.find("TensorFlow SavedModel, signature serving_default"), std::string::npos)
+      << saved.out;
+  EXPECT_GT(fs::file_size(scratch.file("serving/cnn/1/saved_model.pb")), 100000u);
+  EXPECT_TRUE(fs::is_directory(scratch.file("serving/cnn/1/variables")));
+  const CliResult over_model =
+      run_cli({"export", "--model", model, "--format", "savedmodel", "--output", model});
+  EXPECT_EQ(over_model.status, 1);
+  EXPECT_NE(over_model.err.find("holds files that are not a SavedModel"), std::string::npos)
+      << over_model.err;
   for (const auto& [args, expected] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"export", "--format", "onnx", "--output", "x"}, "needs --model"},
            {{"export", "--model", model, "--format", "tflite", "--output", "x"},
             "unknown format 'tflite'"},
            {{"export", "--model", model, "--format", "onnx"}, "needs --output"},
            {{"export", "--model", model, "--format", "onnx", "--output", "x", "--opset", "9"},
-            "--opset must be 13 to 17"}}) {
+            "--opset must be 13 to 17"},
+           {{"export", "--model", model, "--format", "savedmodel", "--output", "x", "--opset",
+             "15"},
+            "--opset applies to --format onnx only"}}) {
     const CliResult mistake = run_cli(args);
     EXPECT_EQ(mistake.status, 2) << expected;
     EXPECT_NE(mistake.err.find(expected), std::string::npos) << mistake.err;

@@ -6,6 +6,11 @@
   interop_check.py onnx MODEL.onnx DATA.safetensors TOLERANCE
       onnxruntime runs MODEL on DATA's "input"; the result must match DATA's "output" (Tandem's
       prediction) within TOLERANCE, absolutely.
+  interop_check.py savedmodel DIR DATA.safetensors TOLERANCE
+      TensorFlow loads the SavedModel DIR with tf.saved_model.load; its "serving_default" signature
+      runs on DATA's "input" and must match DATA's "output" within TOLERANCE. Then
+      `saved_model_cli show` must list the signature's input and output. Needs tensorflow-cpu
+      (the tfrecord group).
   interop_check.py torch ARCH WEIGHTS.safetensors DATA.safetensors
       Builds ARCH ("mlp" or "cnn", the zoo's models) in PyTorch with random weights, saves its
       state dict with safetensors.torch.save_file, and saves an input and PyTorch's output. Exits
@@ -39,19 +44,52 @@ def check_safetensors(path, expected_path):
     return 0
 
 
+def compare(who, result, expected, tolerance):
+    """Prints how far `result` (from `who`) is from Tandem's `expected`; 1 past `tolerance`."""
+    if result.shape != expected.shape:
+        print(f"{who} gave shape {result.shape}, Tandem {expected.shape}")
+        return 1
+    difference = float(np.max(np.abs(result - expected)))
+    print(f"{who}: max |difference| {difference:.3g} (tolerance {tolerance})")
+    return 0 if difference <= tolerance else 1
+
+
 def check_onnx(model_path, data_path, tolerance):
     import onnxruntime as ort
 
     data = load_file(data_path)
     session = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     (result,) = session.run(["output"], {"input": data["input"]})
-    if result.shape != data["output"].shape:
-        print(f"onnxruntime gave shape {result.shape}, Tandem {data['output'].shape}")
+    return compare(f"onnxruntime {ort.__version__}: {model_path}", result, data["output"],
+                   tolerance)
+
+
+def check_saved_model(directory, data_path, tolerance):
+    import os
+    import subprocess
+
+    import tensorflow as tf
+
+    data = load_file(data_path)
+    loaded = tf.saved_model.load(directory)
+    serve = loaded.signatures["serving_default"]
+    result = serve(input=tf.constant(data["input"]))["output"].numpy()
+    if compare(f"TensorFlow {tf.__version__}: {directory}: serving_default", result,
+               data["output"], tolerance):
         return 1
-    difference = float(np.max(np.abs(result - data["output"])))
-    print(f"onnxruntime {ort.__version__}: {model_path}: max |difference| {difference:.3g} "
-          f"(tolerance {tolerance})")
-    return 0 if difference <= tolerance else 1
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    shown = subprocess.run([cli, "show", "--dir", directory, "--all"], capture_output=True,
+                           text=True)
+    listing = shown.stdout
+    wanted = ["signature_def['serving_default']", "inputs['input']", "outputs['output']",
+              "Method name is: tensorflow/serving/predict"]
+    missing = [line for line in wanted if line not in listing]
+    if shown.returncode != 0 or missing:
+        print(f"saved_model_cli show (exit {shown.returncode}) lacks {missing}:\n{listing}"
+              f"{shown.stderr}")
+        return 1
+    print("saved_model_cli show --all lists serving_default with its input and output")
+    return 0
 
 
 def write_torch(arch, weights_path, data_path):
@@ -91,6 +129,8 @@ def main(argv):
         return check_safetensors(argv[1], argv[2])
     if len(argv) == 4 and argv[0] == "onnx":
         return check_onnx(argv[1], argv[2], float(argv[3]))
+    if len(argv) == 4 and argv[0] == "savedmodel":
+        return check_saved_model(argv[1], argv[2], float(argv[3]))
     if len(argv) == 4 and argv[0] == "torch":
         return write_torch(argv[1], argv[2], argv[3])
     print(__doc__)

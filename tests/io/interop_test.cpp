@@ -1,8 +1,9 @@
 // Tandem's files in the tools other people use, through tests/io/interop_check.py in the project
 // virtualenv (scripts/python-env.sh interop: safetensors, onnxruntime, numpy, pinned): the
 // `safetensors` package reads checkpoints with the same values, onnxruntime runs ONNX exports
-// within 1e-5 of Tandem, and PyTorch-written weights load into the matching Tandem model. Skipped,
-// with the reason, where the package index cannot be reached.
+// within 1e-5 of Tandem, TensorFlow serves SavedModel exports within 1e-5, and PyTorch-written
+// weights load into the matching Tandem model. Skipped, with the reason, where the package index
+// cannot be reached.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -18,7 +19,8 @@ namespace {
 using testing::ScratchDir;
 using testing::shell_quote;
 
-constexpr double kOnnxTolerance = 1e-5;
+// Exports run by other tools agree with Tandem to this, absolutely (f32).
+constexpr double kExportTolerance = 1e-5;
 
 testing::ShellResult run_check(const std::string& python, const std::vector<std::string>& args) {
   std::string command = shell_quote(python) + " " +
@@ -78,7 +80,8 @@ TEST(Interop, TheSafetensorsPackageReadsCheckpointsWithTheSameValues) {
 }
 
 // A model of the zoo's kinds with every layer ONNX export covers: strided and dilated "same"
-// convolutions, GELU, average and max pooling, batch norm, a residual Add, Dropout, softmax.
+// convolutions, GELU, average and max pooling, batch norm (of images and of features), a residual
+// Add, Dropout, softmax.
 nn::Model every_layer_model() {
   nn::clear_session();
   manual_seed(12);
@@ -92,39 +95,64 @@ nn::Model every_layer_model() {
   x = nn::AveragePooling2D(3, 2, "same")(x);
   const nn::SymbolicTensor pooled = nn::GlobalAveragePooling2D()(nn::MaxPool2D(2, 1)(x));
   x = nn::Dense(6, "relu")(nn::Flatten()(x));
-  x = nn::Dropout(0.5)(x);
+  x = nn::Dropout(0.5)(nn::BatchNormalization()(x));
   x = nn::Activation("softmax")(nn::Dense(5)(x));
   const nn::SymbolicTensor outputs = nn::Add()({x, nn::Dense(5)(pooled)});
   return nn::Model(inputs, outputs, "every_layer");
 }
 
-TEST(Interop, OnnxRuntimeMatchesTandemWithinTolerance) {
-  TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
-  ScratchDir scratch;
+// The models the exporters are checked on: the zoo's, one with trained batch norm statistics (not
+// the initial zeros and ones) and every_layer_model.
+std::vector<std::pair<std::string, nn::Model>> export_models() {
   std::vector<std::pair<std::string, nn::Model>> models;
   for (const std::string name : {"cnn", "mlp", "resnet_small"}) {
     manual_seed(21);
     models.emplace_back(name, nn::zoo::build(name, {28, 28, 1}, 10));
   }
-  {
-    // Trained batch norm statistics, not the initial zeros and ones.
-    nn::Model trained = testing::small_model();
-    trained.fit(*testing::small_dataset(), 2);
-    models.emplace_back("small_trained", std::move(trained));
-  }
+  nn::Model trained = testing::small_model();
+  trained.fit(*testing::small_dataset(), 2);
+  models.emplace_back("small_trained", std::move(trained));
   models.emplace_back("every_layer", every_layer_model());
-  for (auto& [name, model] : models) {
+  return models;
+}
+
+// Writes a batch of random inputs and the model's predictions as `path` ("input", "output").
+void save_predictions(nn::Model& model, std::int64_t batch_size, const std::string& path) {
+  Generator generator(31);
+  Shape batch{batch_size};
+  batch.insert(batch.end(), model.input_shape().begin() + 1, model.input_shape().end());
+  const Tensor x = random_uniform(batch, 0.0, 1.0, DType::f32, generator);
+  io::save_safetensors(path, {{"input", x}, {"output", model.predict(x)}});
+}
+
+TEST(Interop, OnnxRuntimeMatchesTandemWithinTolerance) {
+  TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
+  ScratchDir scratch;
+  for (auto& [name, model] : export_models()) {
     SCOPED_TRACE(name);
-    Generator generator(31);
-    Shape batch{7};
-    batch.insert(batch.end(), model.input_shape().begin() + 1, model.input_shape().end());
-    const Tensor x = random_uniform(batch, 0.0, 1.0, DType::f32, generator);
     const std::string onnx = scratch.file(name + ".onnx");
     io::export_onnx(model, onnx, {.opset = name == "every_layer" ? 17 : 13});
-    io::save_safetensors(scratch.file(name + ".data"),
-                         {{"input", x}, {"output", model.predict(x)}});
+    save_predictions(model, 7, scratch.file(name + ".data"));
     const testing::ShellResult run = run_check(
-        env.python, {"onnx", onnx, scratch.file(name + ".data"), std::to_string(kOnnxTolerance)});
+        env.python, {"onnx", onnx, scratch.file(name + ".data"), std::to_string(kExportTolerance)});
+    EXPECT_EQ(run.status, 0) << run.output;
+    std::cout << run.output;
+  }
+}
+
+TEST(Interop, TensorFlowServesTheSavedModelWithTandemsPredictions) {
+  // TensorFlow comes with the tfrecord group; both groups share the project virtualenv.
+  TANDEM_REQUIRE_PYTHON_ENV(tf_env, "tfrecord");
+  TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
+  ScratchDir scratch;
+  for (auto& [name, model] : export_models()) {
+    SCOPED_TRACE(name);
+    const std::string directory = scratch.file(name + "_savedmodel");
+    io::export_saved_model(model, directory);
+    save_predictions(model, 5, scratch.file(name + ".data"));
+    const testing::ShellResult run = run_check(
+        env.python,
+        {"savedmodel", directory, scratch.file(name + ".data"), std::to_string(kExportTolerance)});
     EXPECT_EQ(run.status, 0) << run.output;
     std::cout << run.output;
   }

@@ -16,6 +16,15 @@
 
 namespace tandem::testing {
 
+// A layer without a config: the exporters refuse it by name.
+class CustomLayer final : public nn::LayerBase {
+ public:
+  CustomLayer() : LayerBase("custom", "") {}
+  const char* class_name() const override { return "Custom"; }
+  Shape compute_output_shape(std::span<const Shape> shapes) const override { return shapes[0]; }
+  Tensor call(std::span<const Tensor> inputs, bool) override { return inputs[0]; }
+};
+
 // 6x6x1 images whose class (of 3) is the brightest third of the image, plus noise.
 struct ImageProblem {
   Tensor x;  // (N, 6, 6, 1)

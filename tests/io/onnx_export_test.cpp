@@ -102,17 +102,9 @@ TEST(OnnxExport, SamePaddingBecomesTensorFlowsAsymmetricPads) {
   }
 }
 
-class Custom final : public nn::LayerBase {
- public:
-  Custom() : LayerBase("custom", "") {}
-  const char* class_name() const override { return "Custom"; }
-  Shape compute_output_shape(std::span<const Shape> shapes) const override { return shapes[0]; }
-  Tensor call(std::span<const Tensor> inputs, bool) override { return inputs[0]; }
-};
-
 TEST(OnnxExport, RefusesWhatItCannotWriteNamingIt) {
   ScratchDir scratch;
-  nn::Sequential custom({nn::Dense(2), nn::Layer(std::make_shared<Custom>())});
+  nn::Sequential custom({nn::Dense(2), nn::Layer(std::make_shared<testing::CustomLayer>())});
   custom.build({3});
   EXPECT_NE(error_of([&] {
               io::export_onnx(custom, scratch.file("c.onnx"));
