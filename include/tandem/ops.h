@@ -23,7 +23,8 @@ namespace tandem {
   X(abs)                                                                             \
   X(sign)                                                                            \
   X(exp)                                                                             \
-  X(log) X(sqrt) X(rsqrt) X(square) X(relu) X(gelu) X(sigmoid)                       \
+  X(log)                                                                             \
+  X(sqrt) X(rsqrt) X(square) X(relu) X(gelu) X(sigmoid)                              \
       X(tanh) /* their backward kernels (dy with the forward input x or output y) */ \
       X(relu_backward) X(gelu_backward) X(sigmoid_backward)                          \
           X(tanh_backward) /* binary with NumPy broadcasting */                      \
@@ -51,6 +52,9 @@ namespace tandem {
 #define TANDEM_OPS_collective(X) X(all_reduce)
 // a chain of element-wise ops as one loop (formed by a compiled step's fusion pass)
 #define TANDEM_OPS_fused(X) X(fused_elementwise)
+// quantisation simulated in floating point (post-training calibration, quantisation-aware
+// training)
+#define TANDEM_OPS_quantize(X) X(fake_quantize)
 
 // The families in table order: F(family, X) for each.
 #define TANDEM_OP_FAMILIES(F, X)                                                             \
@@ -58,8 +62,9 @@ namespace tandem {
   F(reduction, X)                                                                            \
   F(gather, X)                                                                               \
   F(linalg, X)                                                                               \
-  F(conv, X) F(pool, X) F(norm, X) F(layer_norm, X) F(softmax, X) F(layout, X) F(dropout, X) \
-      F(loss, X) F(optimizer, X) F(collective, X) F(fused, X)
+  F(conv, X)                                                                                 \
+  F(pool, X) F(norm, X) F(layer_norm, X) F(softmax, X) F(layout, X) F(dropout, X) F(loss, X) \
+      F(optimizer, X) F(collective, X) F(fused, X) F(quantize, X)
 #define TANDEM_OPS_OF_FAMILY(family, X) TANDEM_OPS_##family(X)
 // X(op) for every op, in table order.
 #define TANDEM_OPS(X) TANDEM_OP_FAMILIES(TANDEM_OPS_OF_FAMILY, X)
@@ -287,6 +292,21 @@ void assign(Tensor& target, const Tensor& value);
 // (stablehlo.all_reduce; the XLA strategies trace their step once for every replica). Run
 // eagerly, or in a program of one replica, it is `x`; eagerly with more replicas it is an error.
 Tensor all_reduce(const Tensor& x, int replicas);
+
+// ---- quantisation, simulated in floating point ----
+struct FakeQuantizeResult {
+  Tensor y;
+  Tensor in_range;  // 1 where x fell inside the integer range, else 0 (x's shape and dtype)
+};
+// The values an integer kernel would see, in f32: q = round(x / scale) + zero_point (ties to
+// even, as QuantizeLinear and TensorFlow round), clamped to [quant_min, quant_max], and
+// y = (q - zero_point) * scale. `scale` (positive) and `zero_point` (whole numbers) are f32
+// scalars (per tensor) or (C,) vectors along x's last axis (per channel: a Dense kernel's or a
+// Conv2D filter's output channels), and operands, not attributes: a range that moves every
+// training step never recompiles a step. The gradient is the straight-through estimator: dy
+// where x was in range, 0 where it was clamped; scale and zero_point get none.
+FakeQuantizeResult fake_quantize(const Tensor& x, const Tensor& scale, const Tensor& zero_point,
+                                 std::int64_t quant_min, std::int64_t quant_max);
 
 // ---- values the host computes for every run of a step ----
 // Fills a CPU tensor of the operand's shape and dtype.

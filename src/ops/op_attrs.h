@@ -98,6 +98,10 @@ struct CastAttrs {
 struct DropoutAttrs {
   double rate = 0.0;  // the Philox key and counter are the op's second input, not attributes
 };
+struct FakeQuantizeAttrs {
+  std::int64_t quant_min = -128;  // the integer range: [-128, 127] for int8, [0, 255] for uint8
+  std::int64_t quant_max = 127;
+};
 
 // An optimizer update's attributes. lanes > 1 is a compiled step's multi-tensor update, made
 // by its grouping pass, never by the wrappers: `lanes` updates with these options and one
@@ -212,6 +216,10 @@ constexpr auto attr_fields(std::type_identity<CastAttrs>) {
 constexpr auto attr_fields(std::type_identity<DropoutAttrs>) {
   return std::tuple{AttrField{"rate", &DropoutAttrs::rate}};
 }
+constexpr auto attr_fields(std::type_identity<FakeQuantizeAttrs>) {
+  return std::tuple{AttrField{"quant_min", &FakeQuantizeAttrs::quant_min},
+                    AttrField{"quant_max", &FakeQuantizeAttrs::quant_max}};
+}
 constexpr auto attr_fields(std::type_identity<AllReduceAttrs>) {
   return std::tuple{AttrField{"replicas", &AllReduceAttrs::replicas}};
 }
@@ -278,6 +286,7 @@ TANDEM_OP_ATTRS(sgd_update, SgdUpdateAttrs)
 TANDEM_OP_ATTRS(adam_update, AdamUpdateAttrs)
 TANDEM_OP_ATTRS(all_reduce, AllReduceAttrs)
 TANDEM_OP_ATTRS(fused_elementwise, FusedElementwiseAttrs)
+TANDEM_OP_ATTRS(fake_quantize, FakeQuantizeAttrs)
 #undef TANDEM_OP_ATTRS
 
 template <OpKind Kind>

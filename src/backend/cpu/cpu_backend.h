@@ -32,6 +32,7 @@ void register_softmax_kernels(KernelTable& table);
 void register_layout_kernels(KernelTable& table);
 void register_loss_kernels(KernelTable& table);
 void register_dropout_kernels(KernelTable& table);
+void register_quantize_kernels(KernelTable& table);
 void register_optimizer_kernels(KernelTable& table);
 void register_gather_kernels(KernelTable& table);
 void register_layer_norm_kernels(KernelTable& table);

@@ -25,6 +25,7 @@ const KernelTable& kernels() {
     register_layout_kernels(filled);
     register_softmax_kernels(filled);
     register_dropout_kernels(filled);
+    register_quantize_kernels(filled);
     register_optimizer_kernels(filled);
     register_gather_kernels(filled);
     register_layer_norm_kernels(filled);

@@ -1098,6 +1098,56 @@ void fused_cases(CaseList& list) {
             .compare_gradients = false});
 }
 
+// Quantisation parameters live in f32 whatever x's dtype, on x's device.
+Tensor f32_on(const Tensor& x, const std::vector<float>& values, const Shape& shape) {
+  return Tensor::from_vector(values, shape).to(x.device());
+}
+
+// Per tensor to int8 with some of x clamped; per channel to uint8 with zero points; and, for the
+// finite differences, x clamped everywhere: there y does not move with x and the straight-through
+// gradient is 0 too (inside the range it is 1 where the true derivative is 0).
+void quantize_cases(CaseList& list) {
+  list.add(
+      {.op = K::fake_quantize,
+       .name = "per_tensor_int8_clamped_beyond_2_5",
+       .inputs = [](InputMaker& in) { return Inputs{in.uniform(elementwise_shape(in), -3, 3)}; },
+       .run =
+           [](const Inputs& x) {
+             const FakeQuantizeResult r = fake_quantize(x[0], f32_on(x[0], {0.02f}, {}),
+                                                        f32_on(x[0], {0.0f}, {}), -128, 127);
+             return Outputs{r.y, r.in_range};
+           },
+       .grad = false,
+       .compare_gradients = false});
+  list.add({.op = K::fake_quantize,
+            .name = "per_channel_uint8_with_zero_points",
+            .inputs = [](InputMaker& in) { return Inputs{in.uniform(pair_shape(in), -1, 2)}; },
+            .run =
+                [](const Inputs& x) {
+                  const std::int64_t channels = x[0].shape().back();
+                  std::vector<float> scales, zero_points;
+                  for (std::int64_t c = 0; c < channels; ++c) {
+                    scales.push_back(0.004f * static_cast<float>(1 + c % 5));
+                    zero_points.push_back(static_cast<float>(20 * (c % 7)));
+                  }
+                  const FakeQuantizeResult r =
+                      fake_quantize(x[0], f32_on(x[0], scales, {channels}),
+                                    f32_on(x[0], zero_points, {channels}), 0, 255);
+                  return Outputs{r.y, r.in_range};
+                },
+            .grad = false,
+            .compare_gradients = false});
+  list.add(
+      {.op = K::fake_quantize,
+       .name = "clamped_everywhere",
+       .inputs = [](InputMaker& in) { return Inputs{in.uniform(elementwise_shape(in), 5, 6)}; },
+       .run =
+           [](const Inputs& x) {
+             return Outputs{
+                 fake_quantize(x[0], f32_on(x[0], {1.0f}, {}), f32_on(x[0], {0.0f}, {}), -2, 2).y};
+           }});
+}
+
 std::vector<OpCase> make_cases() {
   CaseList list;
   elementwise_cases(list);
@@ -1112,6 +1162,7 @@ std::vector<OpCase> make_cases() {
   loss_and_update_cases(list);
   collective_cases(list);
   fused_cases(list);
+  quantize_cases(list);
   std::vector<OpCase> cases = list.release();
   std::stable_sort(cases.begin(), cases.end(),
                    [](const OpCase& a, const OpCase& b) { return a.op < b.op; });
