@@ -96,6 +96,19 @@ using ConfigValue =
     std::variant<bool, std::int64_t, std::uint64_t, double, std::string, std::vector<std::int64_t>>;
 using LayerConfig = std::map<std::string, ConfigValue>;
 
+// Simulated quantisation of a layer (tandem/quantization.h makes them): a layer with one passes
+// its input through input() before call(), and Dense and Conv2D pass their kernel through
+// kernel() (output channels last), so the forward pass computes what the integer kernels will.
+class LayerQuantizer {
+ public:
+  virtual ~LayerQuantizer() = default;
+  virtual Tensor input(const Tensor& x) = 0;
+  virtual Tensor kernel(const Tensor& kernel) = 0;
+  // What decides the graph the quantizer adds (its mode and fixed ranges): part of the compiled
+  // training step's signature, so a change retraces the step.
+  virtual std::string signature() const = 0;
+};
+
 // What a layer is and does. Built-in layers subclass it in src/nn/; a custom layer subclasses it
 // too and is used through Layer(std::make_shared<MyLayer>(...)).
 class LayerBase {
@@ -153,11 +166,18 @@ class LayerBase {
   // checkpoint can keep its position.
   virtual Generator* generator() { return nullptr; }
 
+  // The layer's simulated quantisation (nullptr: none, the default; tandem/quantization.h).
+  const std::shared_ptr<LayerQuantizer>& quantizer() const { return quantizer_; }
+  void set_quantizer(std::shared_ptr<LayerQuantizer> quantizer);
+
  protected:
   virtual void build(std::span<const Shape> input_shapes, DType dtype, Device device) {}
   // A weight named "<layer>/<name>", drawn from the default generator.
   Tensor add_weight(const std::string& name, const Shape& shape, Initializer initializer,
                     DType dtype, Device device, bool trainable = true);
+  // `kernel` (output channels last) as call() uses it: through the quantizer, if any, and cast
+  // to the compute dtype (mixed precision keeps the variables in float32).
+  Tensor kernel_for_call(const Tensor& kernel, DType compute_dtype) const;
 
  private:
   struct Weight {
@@ -169,6 +189,7 @@ class LayerBase {
   bool trainable_ = true;
   std::vector<Weight> weights_;
   std::optional<mixed_precision::Policy> dtype_policy_;
+  std::shared_ptr<LayerQuantizer> quantizer_;
 };
 
 // A handle to a layer, shared by every place that uses it (models, graph nodes): copies refer to

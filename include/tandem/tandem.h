@@ -18,6 +18,7 @@
 #include "tandem/ops.h"
 #include "tandem/pipeline.h"
 #include "tandem/pruning.h"
+#include "tandem/quantization.h"
 #include "tandem/random.h"
 #include "tandem/runtime.h"
 #include "tandem/sweep.h"

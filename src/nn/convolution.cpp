@@ -60,9 +60,8 @@ class Conv2DLayer final : public LayerBase {
   }
 
   Tensor call(std::span<const Tensor> inputs, bool) override {
-    const Tensor& x = inputs[0];  // (N, H, W, C_in)
-    // Mixed precision keeps the variables in float32 and computes in x's dtype.
-    const Tensor kernel = cast(kernel_, x.dtype());
+    const Tensor& x = inputs[0];                                // (N, H, W, C_in)
+    const Tensor kernel = kernel_for_call(kernel_, x.dtype());  // (KH, KW, C_in, filters)
     const Tensor y = use_bias_ ? conv2d(x, kernel, cast(bias_, x.dtype()), conv_)
                                : conv2d(x, kernel, conv_);  // (N, OH, OW, filters)
     return apply_activation(activation_, y);

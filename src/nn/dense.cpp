@@ -45,9 +45,8 @@ class DenseLayer final : public LayerBase {
   }
 
   Tensor call(std::span<const Tensor> inputs, bool) override {
-    const Tensor& x = inputs[0];  // (..., in)
-    // Mixed precision keeps the variables in float32 and computes in x's dtype.
-    const Tensor kernel = cast(kernel_, x.dtype());
+    const Tensor& x = inputs[0];                                // (..., in)
+    const Tensor kernel = kernel_for_call(kernel_, x.dtype());  // (in, units)
     const Tensor y =
         use_bias_ ? matmul(x, kernel, cast(bias_, x.dtype())) : matmul(x, kernel);  // (..., units)
     return apply_activation(activation_, y);

@@ -100,14 +100,24 @@ DType LayerBase::output_dtype(DType input_dtype) const {
 }
 
 Tensor LayerBase::invoke(std::span<const Tensor> inputs, bool training) {
-  if (!dtype_policy_) return call(inputs, training);
-  const DType compute = dtype_policy_->compute_dtype();
-  std::vector<Tensor> cast_inputs;
-  cast_inputs.reserve(inputs.size());
-  for (const Tensor& input : inputs) {
-    cast_inputs.push_back(is_floating(input.dtype()) ? cast(input, compute) : input);
+  if (!dtype_policy_ && !quantizer_) return call(inputs, training);
+  std::vector<Tensor> prepared(inputs.begin(), inputs.end());
+  if (dtype_policy_) {
+    const DType compute = dtype_policy_->compute_dtype();
+    for (Tensor& input : prepared) {
+      if (is_floating(input.dtype())) input = cast(input, compute);
+    }
   }
-  return call(cast_inputs, training);
+  if (quantizer_) prepared[0] = quantizer_->input(prepared[0]);
+  return call(prepared, training);
+}
+
+void LayerBase::set_quantizer(std::shared_ptr<LayerQuantizer> quantizer) {
+  quantizer_ = std::move(quantizer);
+}
+
+Tensor LayerBase::kernel_for_call(const Tensor& kernel, DType compute_dtype) const {
+  return cast(quantizer_ ? quantizer_->kernel(kernel) : kernel, compute_dtype);
 }
 
 void LayerBase::set_trainable(bool trainable) {

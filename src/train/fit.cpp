@@ -167,8 +167,8 @@ std::pair<Tensor, Tensor> train_step(Model& model, Model::State& state, const Te
 }
 
 // What decides the compiled training step's graph besides the batch: the precision policy,
-// deterministic mode, the trainable weights (a layer frozen or unfrozen changes the graph) and
-// the optimizer (compile() with a new one starts a new cache).
+// deterministic mode, the trainable weights (a layer frozen or unfrozen changes the graph), the
+// layers' simulated quantisation and the optimizer (compile() with a new one starts a new cache).
 StepSignature train_step_signature(const Model& model, const Tensor& x, const Tensor& y) {
   StepSignature signature = input_signature({x, y});
   const std::optional<mixed_precision::Policy> policy = mixed_precision::global_policy();
@@ -179,6 +179,13 @@ StepSignature train_step_signature(const Model& model, const Tensor& x, const Te
     trainable += (trainable.empty() ? "" : ", ") +
                  (weight.name().empty() ? "#" + std::to_string(weight.id()) : weight.name());
   signature.push_back({"trainable weights", trainable});
+  std::string quantized;
+  for (const nn::Layer& layer : model.layers()) {
+    if (const auto& quantizer = layer.impl().quantizer()) {
+      quantized += (quantized.empty() ? "" : ", ") + layer.name() + " " + quantizer->signature();
+    }
+  }
+  if (!quantized.empty()) signature.push_back({"quantized layers", quantized});
   return signature;
 }
 

@@ -6,10 +6,10 @@
 #include <array>
 #include <cmath>
 #include <numeric>
-#include <set>
 
 #include "tandem/autodiff.h"
 #include "tandem/ops.h"
+#include "train/kernel_layers.h"
 
 namespace tandem::pruning {
 namespace {
@@ -89,18 +89,6 @@ std::vector<float> two_of_four_mask(const std::vector<float>& magnitudes, const 
     }
   }
   return mask;
-}
-
-bool prunable(const nn::Layer& layer) {
-  const std::string kind = layer.impl().class_name();
-  return kind == "Dense" || kind == "Conv2D";
-}
-
-Tensor kernel_of(const nn::Layer& layer) {
-  for (const Tensor& weight : layer.weights()) {
-    if (weight.name() == layer.name() + "/kernel") return weight;
-  }
-  throw InvalidArgument("prune_low_magnitude: layer '" + layer.name() + "' has no kernel");
 }
 
 }  // namespace
@@ -204,39 +192,17 @@ std::shared_ptr<Pruning> prune_low_magnitude(nn::Model& model, PruneOptions opti
   check_schedule(options.schedule);
   std::vector<PrunedWeight> weights;
   std::vector<std::string> skipped;
-  const std::set<std::string> named(options.layers.begin(), options.layers.end());
-  std::set<std::string> seen;
-  for (const nn::Layer& layer : model.layers()) {
-    const bool asked = named.contains(layer.name());
-    if (!named.empty() && !asked) continue;
-    seen.insert(layer.name());
-    if (!prunable(layer)) {
-      if (asked) {
-        throw InvalidArgument("prune_low_magnitude: layer '" + layer.name() + "' (" +
-                              layer.impl().class_name() +
-                              ") has no kernel to prune; prune Dense and Conv2D layers");
-      }
-      continue;
-    }
-    const Tensor kernel = kernel_of(layer);
-    if (!is_floating(kernel.dtype())) {
-      throw InvalidArgument("prune_low_magnitude: layer '" + layer.name() + "' has a " +
-                            dtype_name(kernel.dtype()) + " kernel; prune floating weights");
-    }
-    if (options.pattern == Pattern::two_of_four && reduction_extent(kernel) % 4 != 0) {
-      const std::string reason = layer.name() + ": its " +
-                                 std::to_string(reduction_extent(kernel)) +
+  for (const train::detail::KernelLayer& found :
+       train::detail::kernel_layers(model, options.layers, "prune_low_magnitude", "prune")) {
+    if (options.pattern == Pattern::two_of_four && reduction_extent(found.kernel) % 4 != 0) {
+      const std::string reason = found.layer.name() + ": its " +
+                                 std::to_string(reduction_extent(found.kernel)) +
                                  " input channels do not come in fours (two_of_four)";
-      if (asked) throw InvalidArgument("prune_low_magnitude: layer " + reason);
+      if (found.named) throw InvalidArgument("prune_low_magnitude: layer " + reason);
       skipped.push_back(reason);
       continue;
     }
-    weights.push_back({layer.name(), kernel, Tensor()});
-  }
-  for (const std::string& name : named) {
-    if (!seen.contains(name)) {
-      throw InvalidArgument("prune_low_magnitude: the model has no layer '" + name + "'");
-    }
+    weights.push_back({found.layer.name(), found.kernel, Tensor()});
   }
   if (weights.empty()) {
     throw InvalidArgument("prune_low_magnitude: model '" + model.name() +
