@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "tandem/nn.h"
+#include "tandem/quantization.h"
 #include "tandem/tensor.h"
 #include "tandem/train.h"
 
@@ -271,6 +272,11 @@ NamedTensors named_weights(const nn::Model& model);
 struct OnnxExportOptions {
   int opset = 13;                // 13 or later (up to 17, what the ONNX library here knows)
   std::string producer_version;  // recorded as producer_version (default: Tandem's version)
+  // A quantised model (tandem/quantization.h) is written in QDQ form: each quantised layer's
+  // input through QuantizeLinear and DequantizeLinear with its calibrated scale (uint8 or int8,
+  // zero point 0), its kernel stored in int8 with one scale per output channel and
+  // DequantizeLinear'd (axis 0 for Conv, 1 for Gemm), as onnxruntime's int8 kernels take it.
+  const quantization::Quantization* quantization = nullptr;
 };
 // Writes a built model as an ONNX model (opset 13+) that takes the model's NHWC input, named
 // "input" with a symbolic batch dimension, and gives "output": convolutions run in NCHW with

@@ -79,6 +79,17 @@ class Quantization {
 std::shared_ptr<Quantization> quantize_model(nn::Model& model, const data::Dataset& calibration,
                                              QuantizeOptions options = {});
 
+// A kernel (output channels last) in int8, per output channel, as the quantised layer computes
+// with it: scales[c] = max |w_c| / 127 (a channel of zeros keeps the smallest positive float),
+// values = round(w / scale) (ties to even), in [-127, 127].
+struct Int8Kernel {
+  std::vector<std::int8_t> values;  // the kernel's shape and order
+  std::vector<float> scales;        // (C_out,)
+};
+Int8Kernel quantize_kernel(const Tensor& kernel);
+// The layer's calibrated input, nullptr when `layer` is not quantised (or it was stripped).
+const InputQuantization* find_input(const Quantization& quantization, const std::string& layer);
+
 // The model's weights as an int8 deployment stores them: each quantised kernel as int8 values
 // (one byte each) with one f32 scale per output channel, every other weight (biases, batch norm,
 // unquantised layers) in f32, in the model's order. What an int8 model's size on disk is made of.

@@ -3,7 +3,8 @@
 // with (C_out, C_in, KH, KW). The exported graph keeps Tandem's NHWC input and output and tracks
 // each value's layout: convolutions, pooling and batch norm run in NCHW, a Transpose is inserted
 // only where a layer needs the other layout (Flatten reads NHWC order, as Tandem flattens), and
-// filters are transposed once, into the initializers.
+// filters are transposed once, into the initializers. A quantised model is written in QDQ form
+// (tandem/io.h: OnnxExportOptions::quantization).
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
@@ -93,6 +94,55 @@ class GraphBuilder {
 
   std::string scalar(const std::string& name, double value) {
     return initializer(fresh(name), cast(Tensor::scalar(value), dtype_));
+  }
+
+  // An 8-bit initializer (ONNX's INT8 or UINT8) of `dims` from raw bytes.
+  std::string bytes_initializer(const std::string& name, int element_type, const void* data,
+                                std::size_t size, const std::vector<std::int64_t>& dims) {
+    onnx::TensorProto& tensor = *graph_.add_initializer();
+    tensor.set_name(name);
+    tensor.set_data_type(element_type);
+    for (const std::int64_t extent : dims)
+      tensor.add_dims(extent);
+    tensor.set_raw_data(std::string(static_cast<const char*>(data), size));
+    return name;
+  }
+
+  // `value` through QuantizeLinear and DequantizeLinear with a per-tensor scale and zero point
+  // 0: the values an int8 kernel sees.
+  std::string quantize_dequantize(const std::string& value,
+                                  const quantization::InputQuantization& input,
+                                  const std::string& base) {
+    const std::string scale =
+        initializer(fresh(base + "/input_scale"),
+                    Tensor::from_vector<float>({static_cast<float>(input.scale)}, {}));
+    const std::uint8_t zero = 0;
+    const std::string zero_point = bytes_initializer(
+        fresh(base + "/input_zero_point"),
+        input.is_unsigned ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT8, &zero, 1, {});
+    const std::string quantized = fresh(base + "/input_quantized");
+    node("QuantizeLinear", {value, scale, zero_point}, quantized);
+    const std::string dequantized = fresh(base + "/input_dequantized");
+    node("DequantizeLinear", {quantized, scale, zero_point}, dequantized);
+    return dequantized;
+  }
+
+  // An int8 kernel of `dims` with one scale per index of `axis`, DequantizeLinear'd to float.
+  std::string dequantized_kernel(const std::string& base, const std::vector<std::int8_t>& values,
+                                 const std::vector<float>& scales,
+                                 const std::vector<std::int64_t>& dims, std::int64_t axis) {
+    const auto channels = static_cast<std::int64_t>(scales.size());
+    const std::string quantized = bytes_initializer(base + "/kernel_int8", onnx::TensorProto::INT8,
+                                                    values.data(), values.size(), dims);
+    const std::string scale =
+        initializer(base + "/kernel_scale", Tensor::from_vector<float>(scales, {channels}));
+    const std::vector<std::int8_t> zeros(scales.size(), 0);
+    const std::string zero_point =
+        bytes_initializer(base + "/kernel_zero_point", onnx::TensorProto::INT8, zeros.data(),
+                          zeros.size(), {channels});
+    const std::string dequantized = fresh(base + "/kernel_dequantized");
+    integer(node("DequantizeLinear", {quantized, scale, zero_point}, dequantized), "axis", axis);
+    return dequantized;
   }
 
   Value as_nhwc(const Value& value) {
@@ -197,8 +247,22 @@ Value activation(GraphBuilder& graph, const Value& x, nn::ActivationFunction fun
   return {output, x.shape, x.nchw};
 }
 
+// A Conv2D filter (KH, KW, C_in, C_out) in int8 as ONNX's Conv takes it, (C_out, C_in, KH, KW).
+std::vector<std::int8_t> oihw(const std::vector<std::int8_t>& hwio, const Shape& shape) {
+  const std::int64_t kh = shape[0], kw = shape[1], in = shape[2], out = shape[3];
+  std::vector<std::int8_t> transposed(hwio.size());
+  for (std::int64_t h = 0; h < kh; ++h)
+    for (std::int64_t w = 0; w < kw; ++w)
+      for (std::int64_t i = 0; i < in; ++i)
+        for (std::int64_t o = 0; o < out; ++o)
+          transposed[static_cast<std::size_t>(((o * in + i) * kh + h) * kw + w)] =
+              hwio[static_cast<std::size_t>(((h * kw + w) * in + i) * out + o)];
+  return transposed;
+}
+
+// `quantized`: the layer's calibrated input when the model is exported quantised, else nullptr.
 Value export_layer(GraphBuilder& graph, const nn::Layer& layer, const std::vector<Value>& inputs,
-                   const Shape& output_shape) {
+                   const Shape& output_shape, const quantization::InputQuantization* quantized) {
   const std::string name = layer.name();
   const std::string kind = layer.impl().class_name();
   const nn::LayerConfig config = builtin_config(layer, "export_onnx", "ONNX");
@@ -214,9 +278,18 @@ Value export_layer(GraphBuilder& graph, const nn::Layer& layer, const std::vecto
     options.dilations = pair_of(config, "dilation_rate");
     const Window2D window =
         conv_window(name.c_str(), probe_shape(x.shape), kernel.shape(), options);
-    std::vector<std::string> arguments{
-        input.name, graph.initializer(name + "/kernel",
-                                      transpose(kernel, {3, 2, 0, 1}))};  // (C_out, C_in, KH, KW)
+    std::vector<std::string> arguments;
+    if (quantized) {
+      const quantization::Int8Kernel int8 = quantization::quantize_kernel(kernel);
+      const Shape& k = kernel.shape();
+      arguments = {graph.quantize_dequantize(input.name, *quantized, name),
+                   graph.dequantized_kernel(name, oihw(int8.values, k), int8.scales,
+                                            {k[3], k[2], k[0], k[1]}, 0)};
+    } else {
+      arguments = {input.name,
+                   graph.initializer(name + "/kernel",
+                                     transpose(kernel, {3, 2, 0, 1}))};  // (C_out, C_in, KH, KW)
+    }
     if (weights.size() == 2) arguments.push_back(graph.initializer(name + "/bias", weights[1]));
     const std::string output = graph.fresh(name + "/conv");
     onnx::NodeProto& conv = graph.node("Conv", arguments, output);
@@ -259,8 +332,16 @@ Value export_layer(GraphBuilder& graph, const nn::Layer& layer, const std::vecto
     return {output, output_shape, false};
   }
   if (kind == "Dense") {
-    const Value input = graph.as_nhwc(x);
-    const std::string kernel = graph.initializer(name + "/kernel", weights[0]);  // (in, units)
+    Value input = graph.as_nhwc(x);
+    std::string kernel;  // (in, units)
+    if (quantized) {
+      const quantization::Int8Kernel int8 = quantization::quantize_kernel(weights[0]);
+      input.name = graph.quantize_dequantize(input.name, *quantized, name);
+      kernel = graph.dequantized_kernel(name, int8.values, int8.scales, weights[0].shape(),
+                                        weights[0].rank() - 1);
+    } else {
+      kernel = graph.initializer(name + "/kernel", weights[0]);
+    }
     const bool use_bias = weights.size() == 2;
     std::string output = graph.fresh(name + "/matmul");
     if (input.shape.size() == 2) {
@@ -371,7 +452,16 @@ void export_onnx(const nn::Model& model, const std::string& path,
     std::vector<Value> inputs;
     for (const nn::SymbolicTensor& source : nodes[i]->inputs)
       inputs.push_back(values.at(source.node().get()));
-    values[nodes[i].get()] = export_layer(graph, nodes[i]->layer, inputs, nodes[i]->shape);
+    const quantization::InputQuantization* quantized =
+        options.quantization
+            ? quantization::find_input(*options.quantization, nodes[i]->layer.name())
+            : nullptr;
+    if (quantized && dtype != DType::f32) {
+      throw InvalidArgument("export_onnx: model '" + model.name() + "' is " + dtype_name(dtype) +
+                            "; a quantised model is exported from f32 weights");
+    }
+    values[nodes[i].get()] =
+        export_layer(graph, nodes[i]->layer, inputs, nodes[i]->shape, quantized);
   }
   const Value result = graph.as_nhwc(values.at(nodes.back().get()));
   graph.node("Identity", {result.name}, "output");

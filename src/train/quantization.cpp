@@ -309,38 +309,51 @@ std::shared_ptr<Quantization> quantize_model(nn::Model& model, const data::Datas
   return std::make_shared<Quantization>(std::move(quantized), std::move(inputs));
 }
 
+Int8Kernel quantize_kernel(const Tensor& kernel) {
+  const std::vector<float> values = cast(kernel, DType::f32).to_vector<float>();
+  const auto channels = static_cast<std::size_t>(kernel.shape().back());
+  Int8Kernel quantized;
+  quantized.scales.assign(channels, 0.0f);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    quantized.scales[i % channels] = std::max(quantized.scales[i % channels], std::fabs(values[i]));
+  // As the quantizer computes it: max / 127 in f32, at least the smallest positive float.
+  for (float& scale : quantized.scales)
+    scale = std::max(scale / static_cast<float>(kWeightLevels), std::numeric_limits<float>::min());
+  quantized.values.reserve(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const float q = std::nearbyint(values[i] / quantized.scales[i % channels]);
+    quantized.values.push_back(static_cast<std::int8_t>(
+        std::clamp(q, -static_cast<float>(kWeightLevels), static_cast<float>(kWeightLevels))));
+  }
+  return quantized;
+}
+
+const InputQuantization* find_input(const Quantization& quantization, const std::string& layer) {
+  if (quantization.stripped()) return nullptr;
+  for (const InputQuantization& input : quantization.inputs()) {
+    if (input.layer == layer) return &input;
+  }
+  return nullptr;
+}
+
 std::vector<std::uint8_t> int8_weight_bytes(const nn::Model& model,
                                             const Quantization& quantization) {
   std::vector<std::uint8_t> bytes;
-  const auto append_f32 = [&](const std::vector<float>& values) {
+  const auto append = [&](const void* data, std::size_t size) {
     const std::size_t start = bytes.size();
-    bytes.resize(start + values.size() * sizeof(float));
-    std::memcpy(bytes.data() + start, values.data(), values.size() * sizeof(float));
+    bytes.resize(start + size);
+    std::memcpy(bytes.data() + start, data, size);
   };
   for (const nn::Layer& layer : model.layers()) {
-    const bool quantized =
-        !quantization.stripped() &&
-        std::any_of(quantization.inputs().begin(), quantization.inputs().end(),
-                    [&](const InputQuantization& input) { return input.layer == layer.name(); });
+    const bool quantized = find_input(quantization, layer.name()) != nullptr;
     for (const Tensor& weight : layer.weights()) {
-      const std::vector<float> values = cast(weight, DType::f32).to_vector<float>();
-      if (!quantized || weight.name() != layer.name() + "/kernel") {
-        append_f32(values);
-        continue;
-      }
-      // (..., C_out): per channel max |w| / 127, then the int8 values, channel last.
-      const auto channels = static_cast<std::size_t>(weight.shape().back());
-      std::vector<float> scales(channels, 0.0f);
-      for (std::size_t i = 0; i < values.size(); ++i)
-        scales[i % channels] = std::max(scales[i % channels], std::fabs(values[i]));
-      for (float& scale : scales)
-        scale =
-            std::max(scale / static_cast<float>(kWeightLevels), std::numeric_limits<float>::min());
-      append_f32(scales);
-      for (std::size_t i = 0; i < values.size(); ++i) {
-        const float q = std::nearbyint(values[i] / scales[i % channels]);
-        bytes.push_back(static_cast<std::uint8_t>(static_cast<std::int8_t>(
-            std::clamp(q, -static_cast<float>(kWeightLevels), static_cast<float>(kWeightLevels)))));
+      if (quantized && weight.name() == layer.name() + "/kernel") {
+        const Int8Kernel kernel = quantize_kernel(weight);
+        append(kernel.scales.data(), kernel.scales.size() * sizeof(float));
+        append(kernel.values.data(), kernel.values.size());
+      } else {
+        const std::vector<float> values = cast(weight, DType::f32).to_vector<float>();
+        append(values.data(), values.size() * sizeof(float));
       }
     }
   }

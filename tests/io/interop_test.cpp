@@ -140,6 +140,36 @@ TEST(Interop, OnnxRuntimeMatchesTandemWithinTolerance) {
   }
 }
 
+// Quantised models (calibrated on inputs like the test's) in QDQ form: onnxruntime against
+// Tandem's int8 simulation, within one quantisation step.
+TEST(Interop, OnnxRuntimeRunsQuantisedModelsInQdqFormAsTandemDoes) {
+  TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
+  ScratchDir scratch;
+  for (auto& [name, model] : export_models()) {
+    if (name == "every_layer") continue;
+    SCOPED_TRACE(name);
+    Generator generator(33);
+    Shape batch{64};
+    batch.insert(batch.end(), model.input_shape().begin() + 1, model.input_shape().end());
+    data::TensorDataset calibration(random_uniform(batch, 0.0, 1.0, DType::f32, generator),
+                                    Tensor::zeros({64}, DType::i32));
+    calibration.batch(16);
+    const auto quantized = quantization::quantize_model(model, calibration);
+    const std::string onnx = scratch.file(name + "_int8.onnx");
+    io::export_onnx(model, onnx, {.quantization = quantized.get()});
+    save_predictions(model, 7, scratch.file(name + ".data"));
+    // One quantisation step of the last quantised layer's input, through its largest weight:
+    // what a rounding decided the other way there moves an output by.
+    const quantization::InputQuantization& last = quantized->inputs().back();
+    const double step =
+        last.scale * reduce_max(abs(model.get_layer(last.layer).weights().front())).item();
+    const testing::ShellResult run =
+        run_check(env.python, {"onnx", onnx, scratch.file(name + ".data"), std::to_string(step)});
+    EXPECT_EQ(run.status, 0) << run.output;
+    std::cout << run.output;
+  }
+}
+
 TEST(Interop, TensorFlowServesTheSavedModelWithTandemsPredictions) {
   // TensorFlow comes with the tfrecord group; both groups share the project virtualenv.
   TANDEM_REQUIRE_PYTHON_ENV(tf_env, "tfrecord");

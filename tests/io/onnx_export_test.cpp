@@ -1,7 +1,8 @@
 // ONNX export, read back with the ONNX library: every zoo model passes the checker from the file,
 // takes NHWC "input" with a symbolic batch and gives "output"; filters are transposed to OIHW,
 // TensorFlow's asymmetric SAME padding becomes explicit pads; unsupported opsets, unbuilt models
-// and custom layers are refused. (tests/io/interop_test.cpp runs the files in onnxruntime.)
+// and custom layers are refused; a quantised model is written in QDQ form with int8 kernels.
+// (tests/io/interop_test.cpp runs the files in onnxruntime.)
 #include <gtest/gtest.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
@@ -100,6 +101,31 @@ TEST(OnnxExport, SamePaddingBecomesTensorFlowsAsymmetricPads) {
                 (std::vector<std::int64_t>{0, 0, 1, 1}));
     }
   }
+}
+
+TEST(OnnxExport, AQuantisedModelIsWrittenInQdqFormWithInt8Kernels) {
+  ScratchDir scratch;
+  nn::Model model = testing::small_model();  // Conv2D(4), BN, ReLU, pool, Dense(8), Dense(3)
+  const auto quantized = quantization::quantize_model(model, *testing::small_dataset());
+  io::export_onnx(model, scratch.file("int8.onnx"), {.quantization = quantized.get()});
+  const onnx::ModelProto proto = read_model(scratch.file("int8.onnx"));
+  onnx::checker::check_model(proto);
+  const std::vector<std::string> ops = op_types(proto);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "QuantizeLinear"), 3);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "DequantizeLinear"), 6);
+  const onnx::TensorProto* kernel = initializer(proto, "conv2d/kernel_int8");
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_EQ(kernel->data_type(), onnx::TensorProto::INT8);
+  EXPECT_EQ(std::vector<std::int64_t>(kernel->dims().begin(), kernel->dims().end()),
+            (std::vector<std::int64_t>{4, 1, 3, 3}));  // (C_out, C_in, KH, KW)
+  const onnx::TensorProto* scales = initializer(proto, "conv2d/kernel_scale");
+  ASSERT_NE(scales, nullptr);
+  EXPECT_EQ(scales->dims(0), 4);
+  // The images are never negative: their zero point is uint8.
+  const onnx::TensorProto* zero_point = initializer(proto, "conv2d/input_zero_point");
+  ASSERT_NE(zero_point, nullptr);
+  EXPECT_EQ(zero_point->data_type(), onnx::TensorProto::UINT8);
+  EXPECT_EQ(initializer(proto, "conv2d/kernel"), nullptr) << "no float copy of the kernel";
 }
 
 TEST(OnnxExport, RefusesWhatItCannotWriteNamingIt) {
