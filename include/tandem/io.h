@@ -272,17 +272,16 @@ NamedTensors named_weights(const nn::Model& model);
 struct OnnxExportOptions {
   int opset = 13;                // 13 or later (up to 17, what the ONNX library here knows)
   std::string producer_version;  // recorded as producer_version (default: Tandem's version)
-  // A quantised model (tandem/quantization.h) is written in QDQ form: each quantised layer's
-  // input through QuantizeLinear and DequantizeLinear with its calibrated scale (uint8 or int8,
-  // zero point 0), its kernel stored in int8 with one scale per output channel and
-  // DequantizeLinear'd (axis 0 for Conv, 1 for Gemm), as onnxruntime's int8 kernels take it.
-  const quantization::Quantization* quantization = nullptr;
 };
 // Writes a built model as an ONNX model (opset 13+) that takes the model's NHWC input, named
 // "input" with a symbolic batch dimension, and gives "output": convolutions run in NCHW with
 // transposes at the edges, Dense as Gemm/MatMul, batch norm in inference form. The model is
-// checked with the ONNX checker before it is written. Throws InvalidArgument naming a layer that
-// ONNX export does not cover.
+// checked with the ONNX checker before it is written. A quantised model (tandem/quantization.h)
+// is written in QDQ form: each quantised layer's input through QuantizeLinear and
+// DequantizeLinear with its calibrated scale (uint8 or int8, zero point 0), its kernel stored in
+// int8 with one scale per output channel and DequantizeLinear'd (axis 0 for Conv, 1 for Gemm), as
+// onnxruntime's int8 kernels take it. Throws InvalidArgument naming a layer that ONNX export does
+// not cover.
 void export_onnx(const nn::Model& model, const std::string& path,
                  const OnnxExportOptions& options = {});
 

@@ -24,7 +24,8 @@ namespace tandem {
   X(sign)                                                                            \
   X(exp)                                                                             \
   X(log)                                                                             \
-  X(sqrt) X(rsqrt) X(square) X(relu) X(gelu) X(sigmoid)                              \
+  X(sqrt)                                                                            \
+  X(rsqrt) X(square) X(relu) X(gelu) X(sigmoid)                                      \
       X(tanh) /* their backward kernels (dy with the forward input x or output y) */ \
       X(relu_backward) X(gelu_backward) X(sigmoid_backward)                          \
           X(tanh_backward) /* binary with NumPy broadcasting */                      \
@@ -57,14 +58,15 @@ namespace tandem {
 #define TANDEM_OPS_quantize(X) X(fake_quantize)
 
 // The families in table order: F(family, X) for each.
-#define TANDEM_OP_FAMILIES(F, X)                                                             \
-  F(elementwise, X)                                                                          \
-  F(reduction, X)                                                                            \
-  F(gather, X)                                                                               \
-  F(linalg, X)                                                                               \
-  F(conv, X)                                                                                 \
-  F(pool, X) F(norm, X) F(layer_norm, X) F(softmax, X) F(layout, X) F(dropout, X) F(loss, X) \
-      F(optimizer, X) F(collective, X) F(fused, X) F(quantize, X)
+#define TANDEM_OP_FAMILIES(F, X)                                                                  \
+  F(elementwise, X)                                                                               \
+  F(reduction, X)                                                                                 \
+  F(gather, X)                                                                                    \
+  F(linalg, X)                                                                                    \
+  F(conv, X)                                                                                      \
+  F(pool, X)                                                                                      \
+  F(norm, X) F(layer_norm, X) F(softmax, X) F(layout, X) F(dropout, X) F(loss, X) F(optimizer, X) \
+      F(collective, X) F(fused, X) F(quantize, X)
 #define TANDEM_OPS_OF_FAMILY(family, X) TANDEM_OPS_##family(X)
 // X(op) for every op, in table order.
 #define TANDEM_OPS(X) TANDEM_OP_FAMILIES(TANDEM_OPS_OF_FAMILY, X)

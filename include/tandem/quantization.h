@@ -79,6 +79,16 @@ class Quantization {
 std::shared_ptr<Quantization> quantize_model(nn::Model& model, const data::Dataset& calibration,
                                              QuantizeOptions options = {});
 
+// The quantised layers of `model` (quantize_model's, not stripped) with their calibrated inputs,
+// in the model's order; empty for a float model. What Model::save records and the exporters
+// read.
+std::vector<InputQuantization> quantized_inputs(const nn::Model& model);
+// Quantises `model`'s layers with inputs calibrated before (a saved model's), as quantize_model
+// leaves them, without calibrating. Throws InvalidArgument naming a layer the model lacks or that
+// cannot be quantised, or a scale that is not positive.
+std::shared_ptr<Quantization> restore_quantization(nn::Model& model,
+                                                   const std::vector<InputQuantization>& inputs);
+
 // A kernel (output channels last) in int8, per output channel, as the quantised layer computes
 // with it: scales[c] = max |w_c| / 127 (a channel of zeros keeps the smallest positive float),
 // values = round(w / scale) (ties to even), in [-127, 127].

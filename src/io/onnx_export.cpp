@@ -4,11 +4,12 @@
 // each value's layout: convolutions, pooling and batch norm run in NCHW, a Transpose is inserted
 // only where a layer needs the other layout (Flatten reads NHWC order, as Tandem flattens), and
 // filters are transposed once, into the initializers. A quantised model is written in QDQ form
-// (tandem/io.h: OnnxExportOptions::quantization).
+// (tandem/io.h).
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -447,15 +448,19 @@ void export_onnx(const nn::Model& model, const std::string& path,
 
   // The model's graph in its evaluation order: node 0 is the input.
   const std::vector<std::shared_ptr<const nn::Node>>& nodes = model.nodes();
+  const std::vector<quantization::InputQuantization> quantized_inputs =
+      quantization::quantized_inputs(model);
   std::map<const nn::Node*, Value> values{{nodes.front().get(), {"input", input_shape, false}}};
   for (std::size_t i = 1; i < nodes.size(); ++i) {
     std::vector<Value> inputs;
     for (const nn::SymbolicTensor& source : nodes[i]->inputs)
       inputs.push_back(values.at(source.node().get()));
+    const auto found = std::find_if(quantized_inputs.begin(), quantized_inputs.end(),
+                                    [&](const quantization::InputQuantization& input) {
+                                      return input.layer == nodes[i]->layer.name();
+                                    });
     const quantization::InputQuantization* quantized =
-        options.quantization
-            ? quantization::find_input(*options.quantization, nodes[i]->layer.name())
-            : nullptr;
+        found == quantized_inputs.end() ? nullptr : &*found;
     if (quantized && dtype != DType::f32) {
       throw InvalidArgument("export_onnx: model '" + model.name() + "' is " + dtype_name(dtype) +
                             "; a quantised model is exported from f32 weights");

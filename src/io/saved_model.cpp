@@ -1,6 +1,7 @@
 // Saved models: <dir>/model.json (the architecture: the input, each layer's class, name and
-// config, and for functional models the graph's nodes; sealed with a checksum, and holding the
-// weights file's size and checksum) and <dir>/model.safetensors (the weights by name). The folder
+// config, for functional models the graph's nodes and for a quantised model its calibrated
+// inputs; sealed with a checksum, and holding the weights file's size and checksum) and
+// <dir>/model.safetensors (the weights by name). The folder
 // is staged beside the target and swapped in whole, so a crash leaves the old model or the new.
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -228,6 +229,24 @@ nn::Model load_model(const std::string& directory) {
     }
     for (const auto& [name, weight] : weights)
       tandem::detail::copy_into(weight, *stored.find(name), "load_model: " + name);
+    if (const auto quantized = architecture.find("quantization"); quantized != architecture.end()) {
+      std::vector<quantization::InputQuantization> inputs;
+      for (const json& entry : *quantized) {
+        quantization::InputQuantization input;
+        input.layer = entry.at("layer").get<std::string>();
+        input.is_unsigned = entry.at("input").get<std::string>() == "uint8";
+        input.scale = detail::number_from_json(entry.at("scale"));
+        input.threshold = detail::number_from_json(entry.at("threshold"));
+        input.observed_max = detail::number_from_json(entry.at("observed_max"));
+        inputs.push_back(std::move(input));
+      }
+      try {
+        quantization::restore_quantization(model, inputs);
+      } catch (const InvalidArgument& failure) {
+        throw IoError(architecture_path + ": its quantisation does not fit the model (" +
+                      failure.what() + ")");
+      }
+    }
     return model;
   } catch (const json::exception& failure) {
     throw IoError(architecture_path + ": a member is missing or mistyped (" + failure.what() +
@@ -255,6 +274,15 @@ void Model::save(const std::string& directory, const std::vector<std::string>& c
   nlohmann::json layers = nlohmann::json::array();
   for (const Layer& layer : this->layers())
     layers.push_back(io::layer_json(layer));
+  // A quantised model's calibrated inputs (tandem/quantization.h), so it loads quantised.
+  nlohmann::json quantized = nlohmann::json::array();
+  for (const quantization::InputQuantization& input : quantization::quantized_inputs(*this)) {
+    quantized.push_back({{"layer", input.layer},
+                         {"input", input.is_unsigned ? "uint8" : "int8"},
+                         {"scale", io::detail::number_json(input.scale)},
+                         {"threshold", io::detail::number_json(input.threshold)},
+                         {"observed_max", io::detail::number_json(input.observed_max)}});
+  }
   const Node& input = *state.nodes.front();
   nlohmann::json architecture = {
       {"format", io::kFormat},
@@ -278,6 +306,7 @@ void Model::save(const std::string& directory, const std::vector<std::string>& c
   }
   const std::vector<std::uint8_t> weight_bytes =
       io::encode_safetensors(weights, {{"format", "tandem"}, {"model", state.name}});
+  if (!quantized.empty()) architecture["quantization"] = quantized;
   architecture["weights"] = io::detail::file_record(weight_bytes);
 
   io::detail::require_replaceable(directory, {io::kArchitectureFile, io::kWeightsFile},

@@ -95,6 +95,10 @@ class Int8Quantizer final : public nn::LayerQuantizer {
   bool saw_negative() const { return negative_; }
   const std::vector<double>& histogram() const { return histogram_; }
   void set_quantization(const InputQuantization& quantization) { quantization_ = quantization; }
+  // The calibrated input, once the quantizer quantises.
+  const InputQuantization* quantization() const {
+    return phase_ == Phase::quantize ? &quantization_ : nullptr;
+  }
 
  private:
   Phase phase_ = Phase::observe_range;
@@ -307,6 +311,44 @@ std::shared_ptr<Quantization> quantize_model(nn::Model& model, const data::Datas
   for (const train::detail::KernelLayer& found : layers)
     quantized.push_back(found.layer);
   return std::make_shared<Quantization>(std::move(quantized), std::move(inputs));
+}
+
+std::vector<InputQuantization> quantized_inputs(const nn::Model& model) {
+  std::vector<InputQuantization> inputs;
+  for (const nn::Layer& layer : model.layers()) {
+    const auto* quantizer = dynamic_cast<const Int8Quantizer*>(layer.impl().quantizer().get());
+    if (quantizer != nullptr && quantizer->quantization() != nullptr) {
+      inputs.push_back(*quantizer->quantization());
+    }
+  }
+  return inputs;
+}
+
+std::shared_ptr<Quantization> restore_quantization(nn::Model& model,
+                                                   const std::vector<InputQuantization>& inputs) {
+  std::vector<std::string> names;
+  for (const InputQuantization& input : inputs) {
+    if (!(input.scale > 0.0) || !std::isfinite(input.scale)) {
+      throw InvalidArgument("restore_quantization: layer '" + input.layer + "' has the scale " +
+                            std::to_string(input.scale) + "; scales are positive");
+    }
+    names.push_back(input.layer);
+  }
+  if (names.empty()) throw InvalidArgument("restore_quantization: no layer to quantise");
+  const std::vector<train::detail::KernelLayer> layers =
+      train::detail::kernel_layers(model, names, "restore_quantization", "quantise");
+  std::vector<nn::Layer> quantized;
+  for (const train::detail::KernelLayer& found : layers) {
+    const auto input = std::find_if(inputs.begin(), inputs.end(), [&](const InputQuantization& i) {
+      return i.layer == found.layer.name();
+    });
+    auto quantizer = std::make_shared<Int8Quantizer>();
+    quantizer->set_quantization(*input);
+    quantizer->set_phase(Int8Quantizer::Phase::quantize);
+    found.layer.impl().set_quantizer(quantizer);
+    quantized.push_back(found.layer);
+  }
+  return std::make_shared<Quantization>(std::move(quantized), inputs);
 }
 
 Int8Kernel quantize_kernel(const Tensor& kernel) {

@@ -156,7 +156,7 @@ TEST(Interop, OnnxRuntimeRunsQuantisedModelsInQdqFormAsTandemDoes) {
     calibration.batch(16);
     const auto quantized = quantization::quantize_model(model, calibration);
     const std::string onnx = scratch.file(name + "_int8.onnx");
-    io::export_onnx(model, onnx, {.quantization = quantized.get()});
+    io::export_onnx(model, onnx);
     save_predictions(model, 7, scratch.file(name + ".data"));
     // One quantisation step of the last quantised layer's input, through its largest weight:
     // what a rounding decided the other way there moves an output by.

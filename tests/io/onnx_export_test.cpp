@@ -107,7 +107,7 @@ TEST(OnnxExport, AQuantisedModelIsWrittenInQdqFormWithInt8Kernels) {
   ScratchDir scratch;
   nn::Model model = testing::small_model();  // Conv2D(4), BN, ReLU, pool, Dense(8), Dense(3)
   const auto quantized = quantization::quantize_model(model, *testing::small_dataset());
-  io::export_onnx(model, scratch.file("int8.onnx"), {.quantization = quantized.get()});
+  io::export_onnx(model, scratch.file("int8.onnx"));
   const onnx::ModelProto proto = read_model(scratch.file("int8.onnx"));
   onnx::checker::check_model(proto);
   const std::vector<std::string> ops = op_types(proto);

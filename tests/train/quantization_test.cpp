@@ -2,7 +2,8 @@
 // int8 reference computes (a signed input: int8); inputs never negative go to uint8; each
 // calibrator's threshold on data with an outlier; quantisation-aware training trains, compiled
 // as eagerly, and quantising a model whose float step was compiled retraces it; strip restores
-// the float model; the int8 weight layout's size; and refusals that name the layer or option.
+// the float model; a quantised model saves and loads quantised; the int8 weight layout's size; and
+// refusals that name the layer or option.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -183,6 +184,30 @@ TEST(Quantization, TheInt8LayoutStoresKernelsInABytePerWeight) {
   EXPECT_EQ(int8_weight_bytes(model, *quantization).size(), expected);
 }
 
+TEST(Quantization, AQuantisedModelSavesAndLoadsQuantised) {
+  testing::ScratchDir scratch;
+  nn::Model model = testing::small_model();
+  const auto quantization =
+      quantize_model(model, *testing::small_dataset(), {.calibrator = Calibrator::percentile});
+  model.save(scratch.file("int8"));
+  nn::Model loaded = io::load_model(scratch.file("int8"));
+  const std::vector<InputQuantization> restored = quantized_inputs(loaded);
+  ASSERT_EQ(restored.size(), quantization->inputs().size());
+  for (std::size_t i = 0; i < restored.size(); ++i) {
+    EXPECT_EQ(restored[i].layer, quantization->inputs()[i].layer);
+    EXPECT_EQ(restored[i].is_unsigned, quantization->inputs()[i].is_unsigned);
+    EXPECT_EQ(restored[i].scale, quantization->inputs()[i].scale);
+    EXPECT_EQ(restored[i].threshold, quantization->inputs()[i].threshold);
+  }
+  const Tensor x = testing::image_problem(10, 3).x;
+  EXPECT_TRUE(testing::same_bits(loaded.predict(x), model.predict(x)));
+
+  quantization->strip();
+  EXPECT_TRUE(quantized_inputs(model).empty());
+  model.save(scratch.file("float"));
+  EXPECT_TRUE(quantized_inputs(io::load_model(scratch.file("float"))).empty());
+}
+
 TEST(Quantization, MistakesAreNamed) {
   nn::Model model = testing::small_model();
   const data::TensorDataset& calibration = *testing::small_dataset();
@@ -215,6 +240,14 @@ TEST(Quantization, MistakesAreNamed) {
   EXPECT_NE(error_of([&] { quantize_model(unbuilt_model, calibration); }).find("is not built"),
             std::string::npos);
   EXPECT_NE(error_of([] { parse_calibrator("kl"); }).find("use minmax, percentile or entropy"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              restore_quantization(model, {{.layer = "conv2d", .scale = 0.0}});
+            }).find("layer 'conv2d' has the scale 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              restore_quantization(model, {{.layer = "flatten", .scale = 0.1}});
+            }).find("layer 'flatten' (Flatten) has no kernel to quantise"),
             std::string::npos);
 }
 
