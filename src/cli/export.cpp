@@ -89,7 +89,8 @@ int run_export(const ParsedArgs& args) {
   std::string format;
   if (options.format == "onnx") {
     io::export_onnx(model, options.output, options.onnx);
-    format = "ONNX opset " + std::to_string(options.onnx.opset);
+    format = "ONNX opset " + std::to_string(options.onnx.opset) +
+             (quantization::quantized_inputs(model).empty() ? "" : ", int8 in QDQ form");
   } else {
     io::export_saved_model(model, options.output);
     format = "TensorFlow SavedModel, signature serving_default";

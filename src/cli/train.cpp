@@ -18,6 +18,7 @@
 #include "cli/observe_options.h"
 #include "cli/precision_options.h"
 #include "cli/prune_options.h"
+#include "cli/quantize_options.h"
 #include "cli/run_file.h"
 #include "cli/strategy_options.h"
 #include "cli/train_data.h"
@@ -74,6 +75,7 @@ struct TrainOptions {
   PrecisionOptions precision;
   TrainDataOptions data;
   PruneOptions prune;
+  QuantizeOptions quantize;
 };
 
 std::string join(const std::vector<std::string>& items, const std::string& separator) {
@@ -216,7 +218,8 @@ const OptionTable<TrainOptions>& train_options() {
         .add(strategy_options(), &O::strategy)
         .add(precision_options(), &O::precision)
         .add(train_data_options(), &O::data)
-        .add(prune_options(), &O::prune);
+        .add(prune_options(), &O::prune)
+        .add(quantize_options(), &O::quantize);
     return options;
   }();
   return table;
@@ -541,12 +544,16 @@ TrainedModel make_model(const TrainOptions& options, const TrainingData& data_se
 
 // Adam at the run's (global) rate, decayed along a cosine over `total_steps` with --lr-schedule
 // cosine; the loss on the model's logits (or probabilities); accuracy.
-void compile_for_training(TrainedModel& made, const TrainOptions& options, double learning_rate,
-                          std::int64_t total_steps) {
-  const train::LearningRate rate =
-      options.schedule == "cosine"
-          ? train::LearningRate(train::CosineDecay(learning_rate, total_steps))
-          : train::LearningRate(learning_rate);
+// The run's learning rate: `learning_rate` decaying over `total_steps` under --schedule cosine.
+train::LearningRate scheduled_rate(const TrainOptions& options, double learning_rate,
+                                   std::int64_t total_steps) {
+  return options.schedule == "cosine"
+             ? train::LearningRate(train::CosineDecay(learning_rate, total_steps))
+             : train::LearningRate(learning_rate);
+}
+
+void compile_for_training(TrainedModel& made, const TrainOptions& options,
+                          const train::LearningRate& rate) {
   made.model.compile({.optimizer = train::Adam(rate),
                       .loss = train::SparseCategoricalCrossentropy(!made.outputs_probabilities),
                       .metrics = {"accuracy"},
@@ -581,8 +588,9 @@ std::int64_t search_max_batch(const TrainOptions& options, const distribute::Str
       nn::Model& model = made.model;
       // Compiled or eager as the run will be: a compiled step holds its planned block
       // between steps, an eager one frees its activations.
-      compile_for_training(made, options, options.learning_rate,
-                           batches.num_batches() * options.epochs);
+      compile_for_training(
+          made, options,
+          scheduled_rate(options, options.learning_rate, batches.num_batches() * options.epochs));
       train::FitOptions quiet;
       quiet.verbose = 0;
       model.fit(batches.take(2), 1, quiet);
@@ -706,6 +714,12 @@ int run_train(const ParsedArgs& command_line) {
               << "\n";
   }
   // XLA's replicas take equal shares of every batch.
+  if (!options.quantize.precision.empty() && strategy->num_replicas_in_sync() > 1) {
+    throw UsageError("--quantize calibrates and fine-tunes one replica's model; train with " +
+                     strategy->description() +
+                     " and --save-model DIR, then quantise on one device: tandem train --model "
+                     "DIR --epochs 1 --quantize int8 --save-model DIR_INT8");
+  }
   const auto* xla_strategy = dynamic_cast<const distribute::Xla*>(strategy.get());
   const int equal_shares = xla_strategy != nullptr ? strategy->num_replicas_in_sync() : 1;
   const TrainingData data_sets = open_training_data(options.data, options.data_dir);
@@ -750,7 +764,7 @@ int run_train(const ParsedArgs& command_line) {
   TrainedModel made = make_model(options, data_sets);
   nn::Model& model = made.model;
   const std::int64_t total_steps = training.num_batches() * options.epochs;
-  compile_for_training(made, options, global.learning_rate, total_steps);
+  compile_for_training(made, options, scheduled_rate(options, global.learning_rate, total_steps));
   if (options.verbosity == 2) model.summary(std::cout);
   if (chatty) {
     std::cout << "training " << made.description << " (" << model.count_params() << " weights) for "
@@ -807,6 +821,13 @@ int run_train(const ParsedArgs& command_line) {
   const train::History history = model.fit(training, static_cast<int>(options.epochs), fit_options);
   const double train_seconds = seconds_since(train_start);
   if (!strategy->is_chief()) return 0;
+
+  const std::optional<QuantizeOutcome> quantized = quantize_trained_model(
+      options.quantize, model, training, input.test ? &*input.test : nullptr, global.learning_rate,
+      [&](double rate) { compile_for_training(made, options, train::LearningRate(rate)); },
+      pruning ? std::vector<std::shared_ptr<train::Callback>>{pruning}
+              : std::vector<std::shared_ptr<train::Callback>>{},
+      chatty ? &std::cout : nullptr);
 
   // No test set (an image folder without test/, TFRecords without --test-data): no test figures.
   std::optional<train::Logs> results;
@@ -876,37 +897,39 @@ int run_train(const ParsedArgs& command_line) {
   const bool saved = checkpointing.finish(model, data_sets.class_names, std::cout);
 
   if (!options.report_path.empty()) {
-    nlohmann::ordered_json report{{"model", options.model},
-                                  {"model_description", made.description},
-                                  {"weights", model.count_params()},
-                                  {"device", device},
-                                  {"epochs", options.epochs},
-                                  {"batch_size", options.batch_size},
-                                  {"precision", options.precision.precision},
-                                  {"strategy", strategy->description()},
-                                  {"replicas", strategy->num_replicas_in_sync()},
-                                  {"global_batch_size", global.batch_size},
-                                  {"learning_rate", options.learning_rate},
-                                  {"lr_schedule", options.schedule},
-                                  {"threads", num_threads()},
-                                  {"seed", options.seed},
-                                  {"validation_split", options.validation_split},
-                                  {"deterministic", options.checkpointing.deterministic},
-                                  {"jit", model.jit_compiled()},
-                                  {"data", data_sets.description},
-                                  {"num_classes", data_sets.num_classes},
-                                  {"test_accuracy", or_null(test_accuracy)},
-                                  {"test_loss", or_null(test_loss)},
-                                  {"history", checkpointing.run_history(history)},
-                                  {"pruning", pruned},
-                                  {"samples_per_sec", samples_per_sec},
-                                  {"warmup_steps", history.warmup_steps()},
-                                  {"input_wait_share", history.input_wait_share()},
-                                  {"epoch_seconds", mean_epoch_seconds(history)},
-                                  {"wall_seconds", wall_seconds},
-                                  {"train_seconds", train_seconds},
-                                  {"tandem_version", version()},
-                                  {"config", resolved_configuration(train_spec(), args)}};
+    nlohmann::ordered_json report{
+        {"model", options.model},
+        {"model_description", made.description},
+        {"weights", model.count_params()},
+        {"device", device},
+        {"epochs", options.epochs},
+        {"batch_size", options.batch_size},
+        {"precision", options.precision.precision},
+        {"strategy", strategy->description()},
+        {"replicas", strategy->num_replicas_in_sync()},
+        {"global_batch_size", global.batch_size},
+        {"learning_rate", options.learning_rate},
+        {"lr_schedule", options.schedule},
+        {"threads", num_threads()},
+        {"seed", options.seed},
+        {"validation_split", options.validation_split},
+        {"deterministic", options.checkpointing.deterministic},
+        {"jit", model.jit_compiled()},
+        {"data", data_sets.description},
+        {"num_classes", data_sets.num_classes},
+        {"test_accuracy", or_null(test_accuracy)},
+        {"test_loss", or_null(test_loss)},
+        {"history", checkpointing.run_history(history)},
+        {"pruning", pruned},
+        {"quantization", quantization_report(options.quantize, quantized)},
+        {"samples_per_sec", samples_per_sec},
+        {"warmup_steps", history.warmup_steps()},
+        {"input_wait_share", history.input_wait_share()},
+        {"epoch_seconds", mean_epoch_seconds(history)},
+        {"wall_seconds", wall_seconds},
+        {"train_seconds", train_seconds},
+        {"tandem_version", version()},
+        {"config", resolved_configuration(train_spec(), args)}};
     if (const auto run_file = command_line.value("--config")) report["config_file"] = *run_file;
     add_communication(*strategy, history, report);
     write_report(options.report_path, report);

@@ -284,6 +284,12 @@ void export_saved_model(const nn::Model& model, const std::string& directory) {
     throw InvalidArgument(std::string(kExporter) + ": model '" + model.name() +
                           "' is not built; build it or run it on data first");
   }
+  if (!quantization::quantized_inputs(model).empty()) {
+    throw InvalidArgument(std::string(kExporter) + ": model '" + model.name() +
+                          "' is quantised to int8, and SavedModel export writes float graphs; "
+                          "export it as ONNX (QDQ form), or export the model saved before "
+                          "quantising");
+  }
   DType dtype = DType::f32;
   if (const std::vector<Tensor> weights = model.weights(); !weights.empty()) {
     dtype = weights.front().dtype();
