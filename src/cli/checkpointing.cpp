@@ -101,12 +101,29 @@ const std::vector<std::string>& run_defining_options() {
 }
 
 const std::vector<std::string>& carried_options() {
-  static const std::vector<std::string> names{
-      "--data-dir",         "--data",          "--validation-data", "--test-data",
-      "--image-feature",    "--label-feature", "--image-size",      "--channels",
-      "--augment",          "--num-classes",   "--prune",           "--prune-schedule",
-      "--prune-pattern",    "--prune-layers",  "--data-fraction",   "--checkpoint-every",
-      "--keep-checkpoints", "--keep-best"};
+  static const std::vector<std::string> names{"--data-dir",
+                                              "--data",
+                                              "--validation-data",
+                                              "--test-data",
+                                              "--image-feature",
+                                              "--label-feature",
+                                              "--image-size",
+                                              "--channels",
+                                              "--augment",
+                                              "--num-classes",
+                                              "--prune",
+                                              "--prune-schedule",
+                                              "--prune-pattern",
+                                              "--prune-layers",
+                                              "--data-fraction",
+                                              "--checkpoint-every",
+                                              "--keep-checkpoints",
+                                              "--keep-best",
+                                              "--quantize",
+                                              "--calibrator",
+                                              "--calibration-examples",
+                                              "--qat-epochs",
+                                              "--quantize-layers"};
   return names;
 }
 

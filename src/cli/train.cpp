@@ -288,6 +288,15 @@ std::vector<std::pair<std::string, std::string>> training_configuration(
       {"--prune-schedule", options.prune.sparsity == 0.0 ? "" : options.prune.schedule},
       {"--prune-pattern", options.prune.sparsity == 0.0 ? "" : options.prune.pattern},
       {"--prune-layers", join(options.prune.layers, ",")},
+      {"--quantize", options.quantize.precision},
+      // As pruning's: without --quantize these say nothing.
+      {"--calibrator", options.quantize.precision.empty() ? "" : options.quantize.calibrator},
+      {"--calibration-examples", options.quantize.precision.empty()
+                                     ? ""
+                                     : std::to_string(options.quantize.calibration_examples)},
+      {"--qat-epochs",
+       options.quantize.precision.empty() ? "" : std::to_string(options.quantize.qat_epochs)},
+      {"--quantize-layers", join(options.quantize.layers, ",")},
   };
 }
 
