@@ -13,6 +13,7 @@ packages=(
   libjpeg62-turbo-dev libpng-dev          # image decoding in the input pipeline
   protobuf-compiler libprotobuf-dev       # tf.train.Example, TensorBoard events, ONNX
   libonnx-dev                             # ONNX protos and checker for export
+  libhdf5-dev                             # HDF5: Keras' model.weights.h5 and .h5 files
   nlohmann-json3-dev                      # JSON for checkpoints and saved models
   libtomlplusplus-dev                     # toml++: tandem bench's TOML price tables
   openmpi-bin libopenmpi-dev              # multi-worker training: launch and bootstrap

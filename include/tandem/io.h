@@ -237,8 +237,8 @@ class ModelCheckpoint final : public train::Callback {
 nn::Model load_model(const std::string& directory);
 
 // A Keras model description as TensorFlow 2.15 writes it: the JSON of model.to_json(), the
-// config.json inside a .keras file, or the .keras file itself (its config.json is read; its HDF5
-// weights are not). Sequential and Functional models (one input, one output; shared layers and
+// config.json inside a .keras file, or the .keras file itself (its config.json is read; its
+// weights load with load_keras_weights). Sequential and Functional models (one input, one output; shared layers and
 // residual branches allowed) of the layers Tandem has, with Keras' names, arguments, defaults
 // and initialisers, so the model has Keras' weights by count and name ("conv2d/kernel"). An
 // unsupported layer class or argument value is an InvalidArgument naming the file, the layer
@@ -251,6 +251,18 @@ struct KerasModel {
 };
 KerasModel load_keras_model(const std::string& path,
                             const std::optional<Shape>& input_shape = std::nullopt);
+
+// Writes a built f32 model as a .keras file that TensorFlow 2.15's tf.keras.models.load_model
+// opens: a zip of metadata.json, config.json (a Functional model of Keras' layers with Tandem's
+// names and arguments) and model.weights.h5 (HDF5, each layer's weights in Keras' order), written
+// atomically. Throws InvalidArgument naming a layer Keras has no counterpart for, or a quantised
+// or non-f32 model.
+void export_keras(const nn::Model& model, const std::string& path);
+// Loads the weights Keras wrote into the matching `model` (built), layer by layer by name: a
+// .keras file's model.weights.h5, or an .h5 of model.save or model.save_weights. Throws IoError
+// naming the file and the layer when a layer is missing or its weights differ in count or
+// shape (and changes nothing then), or when the file is not one of these.
+void load_keras_weights(nn::Model& model, const std::string& path);
 
 // What a saved model says about itself, without loading the weights.
 struct SavedModelInfo {

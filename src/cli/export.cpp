@@ -1,6 +1,7 @@
-// `tandem export --model DIR --format onnx|savedmodel --output PATH`: a saved model as an ONNX
-// model for serving (onnxruntime, TensorRT, ...), checked by the ONNX checker before it is
-// written, or as a TensorFlow SavedModel folder (TensorFlow Serving, tf.saved_model.load).
+// `tandem export --model DIR --format onnx|savedmodel|keras --output PATH`: a saved model as an
+// ONNX model for serving (onnxruntime, TensorRT, ...), checked by the ONNX checker before it is
+// written, as a TensorFlow SavedModel folder (TensorFlow Serving, tf.saved_model.load) or as a
+// .keras file (tf.keras.models.load_model).
 #include <iostream>
 #include <limits>
 
@@ -25,8 +26,9 @@ const OptionTable<ExportOptions>& export_options() {
       {
           {"--model", "DIR", "the saved model's directory (required)", into(&O::model_dir)},
           {"--format", "NAME",
-           "onnx (a file) or savedmodel (a TensorFlow SavedModel folder) (required)",
-           into(&O::format, one_of({"onnx", "savedmodel"}, "format"))},
+           "onnx (a file), savedmodel (a TensorFlow SavedModel folder) or keras (a .keras file "
+           "for tf.keras.models.load_model) (required)",
+           into(&O::format, one_of({"onnx", "savedmodel", "keras"}, "format"))},
           {"--output", "PATH",
            "where to write the model: a file, or a folder for savedmodel "
            "(required)",
@@ -48,7 +50,7 @@ const OptionTable<ExportOptions>& export_options() {
           throw UsageError("'tandem export' needs --model DIR, the directory of a saved model");
         }
         if (options.format.empty()) {
-          throw UsageError("'tandem export' needs --format onnx or --format savedmodel");
+          throw UsageError("'tandem export' needs --format onnx, savedmodel or keras");
         }
         if (options.output.empty()) throw UsageError("'tandem export' needs --output PATH");
         if (options.opset_given && options.format != "onnx") {
@@ -63,8 +65,8 @@ const OptionTable<ExportOptions>& export_options() {
 const CommandSpec& export_spec() {
   static const CommandSpec spec{
       "export",
-      "Write a saved model in another format (ONNX, TensorFlow SavedModel) for serving",
-      "tandem export --model DIR --format onnx|savedmodel --output PATH [--opset N]",
+      "Write a saved model in another format (ONNX, TensorFlow SavedModel, Keras) for serving",
+      "tandem export --model DIR --format onnx|savedmodel|keras --output PATH [--opset N]",
       "Reads the model that `tandem train --save-model DIR` (or Model::save) wrote and writes it\n"
       "in the format --format names. Both take input \"input\" (N, H, W, C) as Tandem does and\n"
       "give \"output\".\n"
@@ -74,7 +76,9 @@ const CommandSpec& export_spec() {
       "  savedmodel  a folder (saved_model.pb, variables/) for TensorFlow Serving and\n"
       "              tf.saved_model.load: MetaGraph \"serve\", signature \"serving_default\",\n"
       "              TensorFlow's ops with the weights as constants. An existing SavedModel at\n"
-      "              PATH is replaced whole; any other non-empty folder is an error.",
+      "              PATH is replaced whole; any other non-empty folder is an error.\n"
+      "  keras       a .keras file (config.json, model.weights.h5) that TensorFlow 2.15's\n"
+      "              tf.keras.models.load_model opens.",
       export_options().specs(),
   };
   return spec;
@@ -91,9 +95,12 @@ int run_export(const ParsedArgs& args) {
     io::export_onnx(model, options.output, options.onnx);
     format = "ONNX opset " + std::to_string(options.onnx.opset) +
              (quantization::quantized_inputs(model).empty() ? "" : ", int8 in QDQ form");
-  } else {
+  } else if (options.format == "savedmodel") {
     io::export_saved_model(model, options.output);
     format = "TensorFlow SavedModel, signature serving_default";
+  } else {
+    io::export_keras(model, options.output);
+    format = "Keras 2.15 .keras file";
   }
   std::cout << "exported: " << options.output << " (" << format << ", model '" << model.name()
             << "', input (N, " << input_dims << "))\n";

@@ -93,9 +93,9 @@ const OptionTable<TrainOptions>& train_options() {
     OptionTable<O> options({
         {"--model", "NAME|FILE",
          "zoo model: " + join(nn::zoo::image_model_names(), ", ") +
-             " (default cnn); or a Keras model as TensorFlow writes it (model.to_json(), a "
-             ".keras file or its config.json); or a folder `--save-model` wrote (its weights "
-             "too: training goes on from them)",
+             " (default cnn); or a Keras model as TensorFlow writes it (model.to_json() or a "
+             "config.json, from fresh weights; a .keras file, from its weights); or a folder "
+             "`--save-model` wrote (its weights too: training goes on from them)",
          [](O& options, const std::string& option, const std::string& text) {
            const std::vector<std::string> zoo = nn::zoo::image_model_names();
            if (std::find(zoo.begin(), zoo.end(), text) == zoo.end() &&
@@ -528,8 +528,12 @@ TrainedModel make_model(const TrainOptions& options, const TrainingData& data_se
     }
     io::KerasModel keras = io::load_keras_model(options.model, data_sets.image_shape);
     const std::string name = keras.model.name();
+    // A .keras file carries its weights: training goes on from them.
+    const bool with_weights = options.model.ends_with(".keras");
+    if (with_weights) io::load_keras_weights(keras.model, options.model);
     return {std::move(keras.model), keras.outputs_probabilities,
-            "Keras " + keras.class_name + " '" + name + "' from " + options.model};
+            "Keras " + keras.class_name + " '" + name + "' from " + options.model +
+                (with_weights ? " (with its weights)" : "")};
   }();
   const Shape& input = made.model.input_shape();    // (-1, H, W, C)
   const Shape& output = made.model.output_shape();  // (-1, classes)

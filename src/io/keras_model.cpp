@@ -3,10 +3,8 @@
 // becomes the Tandem layer of the same name and meaning, every argument read: an argument Tandem
 // has is taken, one it lacks is accepted only at Keras' default, and anything else (an unknown
 // layer class, a regularizer, channels_first) is an error naming the file, the layer and the
-// argument. The .keras file is a zip archive; only its config.json is read (its weights are
-// HDF5, which Tandem does not read).
-#include <zlib.h>
-
+// argument. The .keras file is a zip archive (io/zip.h); its config.json is read here, its
+// weights by load_keras_weights (io/keras_file.cpp).
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +14,7 @@
 #include <set>
 
 #include "core/files.h"
+#include "io/zip.h"
 #include "tandem/io.h"
 
 namespace tandem::io {
@@ -23,77 +22,10 @@ namespace {
 
 using nlohmann::json;
 
-// ---- config.json from a .keras (zip) file ----
-
-std::uint32_t little_endian(const std::uint8_t* bytes, int count) {
-  std::uint32_t value = 0;
-  for (int i = count - 1; i >= 0; --i)
-    value = (value << 8) | bytes[i];
-  return value;
-}
-
-// The member `name` of the zip archive `bytes`, found through the central directory; stored or
-// deflated (the two methods zip writers use).
-std::string zip_member(const std::vector<std::uint8_t>& bytes, const std::string& name,
-                       const std::string& path) {
-  constexpr std::size_t kEndRecordBytes = 22;
-  const auto damaged = [&](const std::string& what) {
-    return IoError(path + ": " + what + "; the .keras file is damaged (save the model again)");
-  };
-  if (bytes.size() < kEndRecordBytes) throw damaged("too short for a zip archive");
-  // The end-of-central-directory record, after which only a comment of up to 64 KiB follows.
-  std::size_t end = bytes.size() - kEndRecordBytes;
-  const std::size_t lowest = end > 65535 ? end - 65535 : 0;
-  while (little_endian(&bytes[end], 4) != 0x06054b50) {
-    if (end == lowest) throw damaged("no zip directory");
-    --end;
-  }
-  const std::uint32_t entries = little_endian(&bytes[end + 10], 2);
-  std::size_t at = little_endian(&bytes[end + 16], 4);
-  for (std::uint32_t entry = 0; entry < entries; ++entry) {
-    if (at + 46 > bytes.size() || little_endian(&bytes[at], 4) != 0x02014b50) {
-      throw damaged("a broken zip directory entry");
-    }
-    const std::uint32_t method = little_endian(&bytes[at + 10], 2);
-    const std::uint32_t packed = little_endian(&bytes[at + 20], 4);
-    const std::uint32_t size = little_endian(&bytes[at + 24], 4);
-    const std::uint32_t name_bytes = little_endian(&bytes[at + 28], 2);
-    const std::uint32_t extra_bytes = little_endian(&bytes[at + 30], 2);
-    const std::uint32_t comment_bytes = little_endian(&bytes[at + 32], 2);
-    const std::uint32_t local = little_endian(&bytes[at + 42], 4);
-    if (at + 46 + name_bytes > bytes.size()) throw damaged("a broken zip directory entry");
-    const std::string member(reinterpret_cast<const char*>(&bytes[at + 46]), name_bytes);
-    at += 46 + name_bytes + extra_bytes + comment_bytes;
-    if (member != name) continue;
-    if (local + 30 > bytes.size()) throw damaged("a member outside the file");
-    const std::size_t data =
-        local + 30 + little_endian(&bytes[local + 26], 2) + little_endian(&bytes[local + 28], 2);
-    if (data + packed > bytes.size()) throw damaged("member " + name + " runs past the end");
-    if (method == 0) return {reinterpret_cast<const char*>(&bytes[data]), size};
-    if (method != 8) {
-      throw IoError(path + ": member " + name + " is compressed with zip method " +
-                    std::to_string(method) + "; Tandem reads stored and deflated members");
-    }
-    std::string text(size, '\0');
-    z_stream stream{};
-    if (inflateInit2(&stream, -MAX_WBITS) != Z_OK) throw IoError(path + ": zlib failed to start");
-    stream.next_in = const_cast<Bytef*>(&bytes[data]);
-    stream.avail_in = packed;
-    stream.next_out = reinterpret_cast<Bytef*>(text.data());
-    stream.avail_out = size;
-    const int status = inflate(&stream, Z_FINISH);
-    inflateEnd(&stream);
-    if (status != Z_STREAM_END) throw damaged("member " + name + " does not inflate");
-    return text;
-  }
-  throw IoError(path + ": a zip archive without config.json; it is not a .keras model file");
-}
-
 json read_model_json(const std::string& path) {
   const std::vector<std::uint8_t> bytes = read_whole_file(path);
-  const bool zip = bytes.size() >= 4 && little_endian(bytes.data(), 4) == 0x04034b50;
-  const std::string text =
-      zip ? zip_member(bytes, "config.json", path) : std::string(bytes.begin(), bytes.end());
+  const std::string text = detail::is_zip(bytes) ? detail::zip_member(bytes, "config.json", path)
+                                                 : std::string(bytes.begin(), bytes.end());
   try {
     return json::parse(text);
   } catch (const json::parse_error& error) {

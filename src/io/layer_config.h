@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tandem/nn.h"
 
 namespace tandem::io::detail {
@@ -37,6 +39,16 @@ inline nn::LayerConfig builtin_config(const nn::Layer& layer, const std::string&
                           " export covers the built-in layers");
   }
   return std::move(*config);
+}
+
+// A layer's config as JSON, each value as its own JSON type (what Model::save writes and Keras'
+// configs hold).
+inline nlohmann::json config_json(const nn::LayerConfig& config) {
+  nlohmann::json object = nlohmann::json::object();
+  for (const auto& [key, value] : config) {
+    std::visit([&](const auto& item) { object[key] = item; }, value);
+  }
+  return object;
 }
 
 }  // namespace tandem::io::detail

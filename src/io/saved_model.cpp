@@ -11,6 +11,7 @@
 #include "core/tensor_copy.h"
 #include "io/file_io.h"
 #include "io/format_util.h"
+#include "io/layer_config.h"
 #include "io/weight_match.h"
 #include "nn/model_state.h"
 #include "tandem/io.h"
@@ -26,14 +27,6 @@ constexpr const char* kFormat = "tandem.model";
 constexpr int kFormatVersion = 1;
 constexpr const char* kArchitectureFile = "model.json";
 constexpr const char* kWeightsFile = "model.safetensors";
-
-json config_json(const nn::LayerConfig& config) {
-  json object = json::object();
-  for (const auto& [key, value] : config) {
-    std::visit([&](const auto& item) { object[key] = item; }, value);
-  }
-  return object;
-}
 
 nn::LayerConfig config_from_json(const json& object, const std::string& where) {
   nn::LayerConfig config;
@@ -75,7 +68,7 @@ json layer_json(const nn::Layer& layer) {
           {"name", layer.name()},
           {"trainable", layer.trainable()},
           {"dtype_policy", policy ? json(policy->name()) : json(nullptr)},
-          {"config", config_json(*config)}};
+          {"config", detail::config_json(*config)}};
 }
 
 // model.json, checked: its seal, its format and version.

@@ -252,7 +252,7 @@ TEST(CliPredict, PrintsTheTopClassesOfIdxPngJpegAndPgmImages) {
   EXPECT_NE(damaged.err.find("model.safetensors"), std::string::npos) << damaged.err;
 }
 
-TEST(CliExport, WritesACheckedOnnxModelAndASavedModelAndRefusesMistakes) {
+TEST(CliExport, WritesOnnxSavedModelAndKerasAndRefusesMistakes) {
   ScratchDir scratch;
   const std::string model = scratch.file("model");
   ASSERT_EQ(run_cli(train_args({"--model", "cnn", "--epochs", "1", "--save-model", model})).status,
@@ -269,6 +269,15 @@ TEST(CliExport, WritesACheckedOnnxModelAndASavedModelAndRefusesMistakes) {
       << saved.out;
   EXPECT_GT(fs::file_size(scratch.file("serving/cnn/1/saved_model.pb")), 100000u);
   EXPECT_TRUE(fs::is_directory(scratch.file("serving/cnn/1/variables")));
+  const CliResult keras = run_cli(
+      {"export", "--model", model, "--format", "keras", "--output", scratch.file("cnn.keras")});
+  ASSERT_EQ(keras.status, 0) << keras.err;
+  EXPECT_NE(keras.out.find("Keras 2.15 .keras file"), std::string::npos) << keras.out;
+  const CliResult from_keras = run_cli({"train", "--data-dir", tiny_data().dir(), "--model",
+                                        scratch.file("cnn.keras"), "--epochs", "1"});
+  ASSERT_EQ(from_keras.status, 0) << from_keras.err;
+  EXPECT_NE(from_keras.out.find("cnn.keras (with its weights)"), std::string::npos)
+      << from_keras.out;
   const CliResult over_model =
       run_cli({"export", "--model", model, "--format", "savedmodel", "--output", model});
   EXPECT_EQ(over_model.status, 1);

@@ -11,6 +11,12 @@
       runs on DATA's "input" and must match DATA's "output" within TOLERANCE. Then
       `saved_model_cli show` must list the signature's input and output. Needs tensorflow-cpu
       (the tfrecord group).
+  interop_check.py keras-load MODEL.keras DATA.safetensors TOLERANCE
+      tf.keras.models.load_model opens Tandem's .keras export; its predictions on DATA's "input"
+      must match DATA's "output" within TOLERANCE. Needs tensorflow-cpu (the tfrecord group).
+  interop_check.py keras-write MODEL.keras MODEL.h5 DATA.safetensors
+      Builds the zoo's "cnn" in Keras with random weights, saves it with model.save as a .keras
+      file and as a legacy .h5, and saves an input and Keras' predictions.
   interop_check.py torch ARCH WEIGHTS.safetensors DATA.safetensors
       Builds ARCH ("mlp" or "cnn", the zoo's models) in PyTorch with random weights, saves its
       state dict with safetensors.torch.save_file, and saves an input and PyTorch's output. Exits
@@ -92,6 +98,34 @@ def check_saved_model(directory, data_path, tolerance):
     return 0
 
 
+def check_keras_load(model_path, data_path, tolerance):
+    import tensorflow as tf
+
+    data = load_file(data_path)
+    model = tf.keras.models.load_model(model_path)
+    result = model.predict(data["input"], verbose=0)
+    return compare(f"TensorFlow {tf.__version__} Keras: {model_path}", result, data["output"],
+                   tolerance)
+
+
+def write_keras(keras_path, h5_path, data_path):
+    import tensorflow as tf
+
+    tf.keras.utils.set_random_seed(7)
+    layers = tf.keras.layers
+    model = tf.keras.Sequential([
+        tf.keras.Input((28, 28, 1)),
+        layers.Conv2D(32, 3, activation="relu"), layers.MaxPooling2D(),
+        layers.Conv2D(64, 3, activation="relu"), layers.MaxPooling2D(),
+        layers.Flatten(), layers.Dense(64, activation="relu"), layers.Dense(10)])
+    model.save(keras_path)
+    model.save(h5_path, save_format="h5")
+    x = np.random.default_rng(8).random((6, 28, 28, 1), dtype=np.float32)
+    save_file({"input": x, "output": model.predict(x, verbose=0)}, data_path)
+    print(f"TensorFlow {tf.__version__} Keras wrote {keras_path} and {h5_path}")
+    return 0
+
+
 def write_torch(arch, weights_path, data_path):
     try:
         import torch
@@ -131,6 +165,10 @@ def main(argv):
         return check_onnx(argv[1], argv[2], float(argv[3]))
     if len(argv) == 4 and argv[0] == "savedmodel":
         return check_saved_model(argv[1], argv[2], float(argv[3]))
+    if len(argv) == 4 and argv[0] == "keras-load":
+        return check_keras_load(argv[1], argv[2], float(argv[3]))
+    if len(argv) == 4 and argv[0] == "keras-write":
+        return write_keras(argv[1], argv[2], argv[3])
     if len(argv) == 4 and argv[0] == "torch":
         return write_torch(argv[1], argv[2], argv[3])
     print(__doc__)

@@ -1,12 +1,14 @@
 // Tandem's files in the tools other people use, through tests/io/interop_check.py in the project
 // virtualenv (scripts/python-env.sh interop: safetensors, onnxruntime, numpy, pinned): the
 // `safetensors` package reads checkpoints with the same values, onnxruntime runs ONNX exports
-// within 1e-5 of Tandem, TensorFlow serves SavedModel exports within 1e-5, and PyTorch-written
-// weights load into the matching Tandem model. Skipped, with the reason, where the package index
-// cannot be reached.
+// within 1e-5 of Tandem (and QDQ exports of quantised models within one quantisation step),
+// TensorFlow serves SavedModel exports and Keras loads .keras exports within 1e-5, and weights
+// PyTorch or Keras (.keras, .h5) wrote load into the matching Tandem model. Skipped, with the
+// reason, where the package index cannot be reached.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runner.h"
@@ -125,19 +127,30 @@ void save_predictions(nn::Model& model, std::int64_t batch_size, const std::stri
   io::save_safetensors(path, {{"input", x}, {"output", model.predict(x)}});
 }
 
-TEST(Interop, OnnxRuntimeMatchesTandemWithinTolerance) {
-  TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
+// Each of export_models() written by `write` to scratch/<name><suffix>, and interop_check.py's
+// `mode` comparing what the file predicts with Tandem's predictions, within kExportTolerance.
+void check_exports(const std::string& python, const std::string& mode, const std::string& suffix,
+                   const std::function<void(nn::Model&, const std::string& name,
+                                            const std::string& path)>& write) {
   ScratchDir scratch;
   for (auto& [name, model] : export_models()) {
     SCOPED_TRACE(name);
-    const std::string onnx = scratch.file(name + ".onnx");
-    io::export_onnx(model, onnx, {.opset = name == "every_layer" ? 17 : 13});
+    const std::string path = scratch.file(name + suffix);
+    write(model, name, path);
     save_predictions(model, 7, scratch.file(name + ".data"));
     const testing::ShellResult run = run_check(
-        env.python, {"onnx", onnx, scratch.file(name + ".data"), std::to_string(kExportTolerance)});
+        python, {mode, path, scratch.file(name + ".data"), std::to_string(kExportTolerance)});
     EXPECT_EQ(run.status, 0) << run.output;
     std::cout << run.output;
   }
+}
+
+TEST(Interop, OnnxRuntimeMatchesTandemWithinTolerance) {
+  TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
+  check_exports(env.python, "onnx", ".onnx",
+                [](nn::Model& model, const std::string& name, const std::string& path) {
+                  io::export_onnx(model, path, {.opset = name == "every_layer" ? 17 : 13});
+                });
 }
 
 // Quantised models (calibrated on inputs like the test's) in QDQ form: onnxruntime against
@@ -174,17 +187,40 @@ TEST(Interop, TensorFlowServesTheSavedModelWithTandemsPredictions) {
   // TensorFlow comes with the tfrecord group; both groups share the project virtualenv.
   TANDEM_REQUIRE_PYTHON_ENV(tf_env, "tfrecord");
   TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
+  check_exports(env.python, "savedmodel", "_savedmodel",
+                [](nn::Model& model, const std::string&, const std::string& path) {
+                  io::export_saved_model(model, path);
+                });
+}
+
+TEST(Interop, KerasLoadsTheKerasExportWithTandemsPredictions) {
+  TANDEM_REQUIRE_PYTHON_ENV(tf_env, "tfrecord");
+  TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
+  check_exports(env.python, "keras-load", ".keras",
+                [](nn::Model& model, const std::string&, const std::string& path) {
+                  io::export_keras(model, path);
+                });
+}
+
+TEST(Interop, WeightsKerasWroteLoadIntoTheMatchingTandemModel) {
+  TANDEM_REQUIRE_PYTHON_ENV(tf_env, "tfrecord");
+  TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
   ScratchDir scratch;
-  for (auto& [name, model] : export_models()) {
-    SCOPED_TRACE(name);
-    const std::string directory = scratch.file(name + "_savedmodel");
-    io::export_saved_model(model, directory);
-    save_predictions(model, 5, scratch.file(name + ".data"));
-    const testing::ShellResult run = run_check(
-        env.python,
-        {"savedmodel", directory, scratch.file(name + ".data"), std::to_string(kExportTolerance)});
-    EXPECT_EQ(run.status, 0) << run.output;
-    std::cout << run.output;
+  const testing::ShellResult run = run_check(
+      env.python,
+      {"keras-write", scratch.file("cnn.keras"), scratch.file("cnn.h5"), scratch.file("cnn.data")});
+  ASSERT_EQ(run.status, 0) << run.output;
+  std::cout << run.output;
+  const io::Safetensors expected = io::load_safetensors(scratch.file("cnn.data"));
+  for (const std::string file : {"cnn.keras", "cnn.h5"}) {
+    SCOPED_TRACE(file);
+    nn::clear_session();
+    nn::Model model = nn::zoo::build("cnn", {28, 28, 1}, 10);
+    io::load_keras_weights(model, scratch.file(file));
+    const double difference =
+        reduce_max(abs(model.predict(*expected.find("input")) - *expected.find("output"))).item();
+    EXPECT_LE(difference, kExportTolerance);
+    std::cout << file << ": Tandem with Keras' weights: max |difference| " << difference << "\n";
   }
 }
 
