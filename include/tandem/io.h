@@ -238,12 +238,12 @@ nn::Model load_model(const std::string& directory);
 
 // A Keras model description as TensorFlow 2.15 writes it: the JSON of model.to_json(), the
 // config.json inside a .keras file, or the .keras file itself (its config.json is read; its
-// weights load with load_keras_weights). Sequential and Functional models (one input, one output; shared layers and
-// residual branches allowed) of the layers Tandem has, with Keras' names, arguments, defaults
-// and initialisers, so the model has Keras' weights by count and name ("conv2d/kernel"). An
-// unsupported layer class or argument value is an InvalidArgument naming the file, the layer
-// and the argument. `input_shape` is used when the description has none (a Sequential never
-// built in Keras).
+// weights load with load_keras_weights). Sequential and Functional models (one input, one output;
+// shared layers and residual branches allowed) of the layers Tandem has, with Keras' names,
+// arguments, defaults and initialisers, so the model has Keras' weights by count and name
+// ("conv2d/kernel"). An unsupported layer class or argument value is an InvalidArgument naming the
+// file, the layer and the argument. `input_shape` is used when the description has none (a
+// Sequential never built in Keras).
 struct KerasModel {
   nn::Model model;                     // built, not compiled
   bool outputs_probabilities = false;  // it ends in a softmax: the loss takes probabilities
@@ -284,6 +284,10 @@ NamedTensors named_weights(const nn::Model& model);
 struct OnnxExportOptions {
   int opset = 13;                // 13 or later (up to 17, what the ONNX library here knows)
   std::string producer_version;  // recorded as producer_version (default: Tandem's version)
+  // Weight-only 16-bit export: the layers' weights stored as f16 or bf16, each Cast back to the
+  // model's dtype in the graph (half the file; the computation stays f32 on rounded weights).
+  // Unset: the model's own dtype.
+  std::optional<DType> weight_dtype;
 };
 // Writes a built model as an ONNX model (opset 13+) that takes the model's NHWC input, named
 // "input" with a symbolic batch dimension, and gives "output": convolutions run in NCHW with

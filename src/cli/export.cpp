@@ -17,7 +17,6 @@ struct ExportOptions {
   std::string format;
   std::string output;
   io::OnnxExportOptions onnx;
-  bool opset_given = false;
 };
 
 const OptionTable<ExportOptions>& export_options() {
@@ -42,10 +41,16 @@ const OptionTable<ExportOptions>& export_options() {
                    option + " must be 13 to 17 (what the ONNX library here knows), got " + text);
              }
              options.onnx.opset = static_cast<int>(opset);
-             options.opset_given = true;
+           }},
+          {"--weights-dtype", "f16|bf16",
+           "onnx only: store the weights in 16 bits, each cast back to f32 in the graph (half the "
+           "file; default: f32)",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.onnx.weight_dtype =
+                 parse_dtype(one_of({"f16", "bf16"}, "weights dtype")(option, text));
            }},
       },
-      {[](O& options, const ParsedArgs&) {
+      {[](O& options, const ParsedArgs& args) {
         if (options.model_dir.empty()) {
           throw UsageError("'tandem export' needs --model DIR, the directory of a saved model");
         }
@@ -53,8 +58,11 @@ const OptionTable<ExportOptions>& export_options() {
           throw UsageError("'tandem export' needs --format onnx, savedmodel or keras");
         }
         if (options.output.empty()) throw UsageError("'tandem export' needs --output PATH");
-        if (options.opset_given && options.format != "onnx") {
-          throw UsageError("--opset applies to --format onnx only, not " + options.format);
+        for (const char* option : {"--opset", "--weights-dtype"}) {
+          if (args.has(option) && options.format != "onnx") {
+            throw UsageError(std::string(option) + " applies to --format onnx only, not " +
+                             options.format);
+          }
         }
       }});
   return table;
@@ -66,9 +74,10 @@ const CommandSpec& export_spec() {
   static const CommandSpec spec{
       "export",
       "Write a saved model in another format (ONNX, TensorFlow SavedModel, Keras) for serving",
-      "tandem export --model DIR --format onnx|savedmodel|keras --output PATH [--opset N]",
+      "tandem export --model DIR --format onnx|savedmodel|keras --output PATH [--opset N]\n"
+      "       [--weights-dtype f16|bf16]",
       "Reads the model that `tandem train --save-model DIR` (or Model::save) wrote and writes it\n"
-      "in the format --format names. Both take input \"input\" (N, H, W, C) as Tandem does and\n"
+      "in the format --format names. Each takes input \"input\" (N, H, W, C) as Tandem does and\n"
       "give \"output\".\n"
       "  onnx        one file; convolutions and pooling run in ONNX's NCHW inside, with the\n"
       "              transposes the graph needs. It passes the ONNX checker and shape inference\n"
@@ -94,7 +103,10 @@ int run_export(const ParsedArgs& args) {
   if (options.format == "onnx") {
     io::export_onnx(model, options.output, options.onnx);
     format = "ONNX opset " + std::to_string(options.onnx.opset) +
-             (quantization::quantized_inputs(model).empty() ? "" : ", int8 in QDQ form");
+             (quantization::quantized_inputs(model).empty() ? "" : ", int8 in QDQ form") +
+             (options.onnx.weight_dtype
+                  ? std::string(", ") + dtype_name(*options.onnx.weight_dtype) + " weights"
+                  : "");
   } else if (options.format == "savedmodel") {
     io::export_saved_model(model, options.output);
     format = "TensorFlow SavedModel, signature serving_default";

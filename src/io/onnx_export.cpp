@@ -53,16 +53,20 @@ int onnx_element_type(DType dtype, const std::string& what) {
       return onnx::TensorProto::FLOAT;
     case DType::f64:
       return onnx::TensorProto::DOUBLE;
+    case DType::f16:
+      return onnx::TensorProto::FLOAT16;
+    case DType::bf16:
+      return onnx::TensorProto::BFLOAT16;
     default:
       throw InvalidArgument("export_onnx: " + what + " is " + dtype_name(dtype) +
-                            "; ONNX export covers f32 and f64 models (cast a bf16/f16 model's "
-                            "weights to f32 first)");
+                            "; ONNX export stores f32, f64, f16 and bf16 values");
   }
 }
 
 class GraphBuilder {
  public:
-  GraphBuilder(onnx::GraphProto& graph, DType dtype) : graph_(graph), dtype_(dtype) {}
+  GraphBuilder(onnx::GraphProto& graph, DType dtype, DType weight_dtype)
+      : graph_(graph), dtype_(dtype), weight_dtype_(weight_dtype) {}
 
   onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& inputs,
                         const std::string& output) {
@@ -90,6 +94,17 @@ class GraphBuilder {
     for (const std::int64_t extent : host.shape())
       tensor.add_dims(extent);
     tensor.set_raw_data(std::string(static_cast<const char*>(host.raw_data()), host.nbytes()));
+    return name;
+  }
+
+  // A layer's weight: an initializer in the model's dtype, or in the export's weight dtype (f16,
+  // bf16) with a Cast back to the model's dtype, so the file holds half the bytes and the graph
+  // computes as before on the rounded weights.
+  std::string weight(const std::string& name, const Tensor& value) {
+    if (weight_dtype_ == dtype_) return initializer(name, value);
+    const std::string stored =
+        initializer(name + "/" + dtype_name(weight_dtype_), cast(value, weight_dtype_));
+    integer(node("Cast", {stored}, name), "to", onnx_element_type(dtype_, "model"));
     return name;
   }
 
@@ -196,6 +211,7 @@ class GraphBuilder {
 
   onnx::GraphProto& graph_;
   DType dtype_;
+  DType weight_dtype_;
   std::map<std::string, int> used_;
   std::map<std::pair<std::string, bool>, Value> transposes_;
 };
@@ -288,10 +304,10 @@ Value export_layer(GraphBuilder& graph, const nn::Layer& layer, const std::vecto
                                             {k[3], k[2], k[0], k[1]}, 0)};
     } else {
       arguments = {input.name,
-                   graph.initializer(name + "/kernel",
-                                     transpose(kernel, {3, 2, 0, 1}))};  // (C_out, C_in, KH, KW)
+                   graph.weight(name + "/kernel",
+                                transpose(kernel, {3, 2, 0, 1}))};  // (C_out, C_in, KH, KW)
     }
-    if (weights.size() == 2) arguments.push_back(graph.initializer(name + "/bias", weights[1]));
+    if (weights.size() == 2) arguments.push_back(graph.weight(name + "/bias", weights[1]));
     const std::string output = graph.fresh(name + "/conv");
     onnx::NodeProto& conv = graph.node("Conv", arguments, output);
     GraphBuilder::ints(conv, "kernel_shape", {window.k_h, window.k_w});
@@ -341,19 +357,19 @@ Value export_layer(GraphBuilder& graph, const nn::Layer& layer, const std::vecto
       kernel = graph.dequantized_kernel(name, int8.values, int8.scales, weights[0].shape(),
                                         weights[0].rank() - 1);
     } else {
-      kernel = graph.initializer(name + "/kernel", weights[0]);
+      kernel = graph.weight(name + "/kernel", weights[0]);
     }
     const bool use_bias = weights.size() == 2;
     std::string output = graph.fresh(name + "/matmul");
     if (input.shape.size() == 2) {
       std::vector<std::string> arguments{input.name, kernel};
-      if (use_bias) arguments.push_back(graph.initializer(name + "/bias", weights[1]));
+      if (use_bias) arguments.push_back(graph.weight(name + "/bias", weights[1]));
       graph.node("Gemm", arguments, output);
     } else {
       graph.node("MatMul", {input.name, kernel}, output);
       if (use_bias) {
         const std::string biased = graph.fresh(name + "/biased");
-        graph.node("Add", {output, graph.initializer(name + "/bias", weights[1])}, biased);
+        graph.node("Add", {output, graph.weight(name + "/bias", weights[1])}, biased);
         output = biased;
       }
     }
@@ -369,12 +385,12 @@ Value export_layer(GraphBuilder& graph, const nn::Layer& layer, const std::vecto
                             shape_str(x.shape) + " inputs; export covers (N, C) and (N, H, W, C)");
     }
     const std::string output = graph.fresh(name);
-    onnx::NodeProto& norm = graph.node("BatchNormalization",
-                                       {input.name, graph.initializer(name + "/gamma", weights[0]),
-                                        graph.initializer(name + "/beta", weights[1]),
-                                        graph.initializer(name + "/moving_mean", weights[2]),
-                                        graph.initializer(name + "/moving_variance", weights[3])},
-                                       output);
+    onnx::NodeProto& norm = graph.node(
+        "BatchNormalization",
+        {input.name, graph.weight(name + "/gamma", weights[0]),
+         graph.weight(name + "/beta", weights[1]), graph.weight(name + "/moving_mean", weights[2]),
+         graph.weight(name + "/moving_variance", weights[3])},
+        output);
     GraphBuilder::real(norm, "epsilon", config_value<double>(config, "epsilon"));
     return {output, output_shape, input.nchw};
   }
@@ -430,6 +446,17 @@ void export_onnx(const nn::Model& model, const std::string& path,
   if (const std::vector<Tensor> weights = model.weights(); !weights.empty()) {
     dtype = weights.front().dtype();
   }
+  if (dtype != DType::f32 && dtype != DType::f64) {
+    throw InvalidArgument("export_onnx: model '" + model.name() + "' has " + dtype_name(dtype) +
+                          " weights; ONNX export takes f32 and f64 models (cast a bf16/f16 "
+                          "model's weights to f32 first, and pass weight_dtype to store them in "
+                          "16 bits)");
+  }
+  const DType weight_dtype = options.weight_dtype.value_or(dtype);
+  if (weight_dtype != dtype && weight_dtype != DType::f16 && weight_dtype != DType::bf16) {
+    throw InvalidArgument(std::string("export_onnx: weight_dtype ") + dtype_name(weight_dtype) +
+                          " is not one ONNX export stores weights in; use f16 or bf16");
+  }
   const int element_type = onnx_element_type(dtype, "model '" + model.name() + "'");
 
   onnx::ModelProto proto;
@@ -443,7 +470,7 @@ void export_onnx(const nn::Model& model, const std::string& path,
   opset.set_version(options.opset);
   onnx::GraphProto& graph_proto = *proto.mutable_graph();
   graph_proto.set_name(model.name());
-  GraphBuilder graph(graph_proto, dtype);
+  GraphBuilder graph(graph_proto, dtype, weight_dtype);
   set_tensor_type(*graph_proto.add_input(), "input", element_type, input_shape);
 
   // The model's graph in its evaluation order: node 0 is the input.

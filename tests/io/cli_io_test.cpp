@@ -292,7 +292,13 @@ TEST(CliExport, WritesOnnxSavedModelAndKerasAndRefusesMistakes) {
             "--opset must be 13 to 17"},
            {{"export", "--model", model, "--format", "savedmodel", "--output", "x", "--opset",
              "15"},
-            "--opset applies to --format onnx only"}}) {
+            "--opset applies to --format onnx only"},
+           {{"export", "--model", model, "--format", "keras", "--output", "x", "--weights-dtype",
+             "f16"},
+            "--weights-dtype applies to --format onnx only"},
+           {{"export", "--model", model, "--format", "onnx", "--output", "x", "--weights-dtype",
+             "f8"},
+            "f8"}}) {
     const CliResult mistake = run_cli(args);
     EXPECT_EQ(mistake.status, 2) << expected;
     EXPECT_NE(mistake.err.find(expected), std::string::npos) << mistake.err;

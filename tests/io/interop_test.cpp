@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runner.h"
+#include "core/tensor_copy.h"
 #include "io/io_support.h"
 #include "support/python_env.h"
 
@@ -151,6 +152,23 @@ TEST(Interop, OnnxRuntimeMatchesTandemWithinTolerance) {
                 [](nn::Model& model, const std::string& name, const std::string& path) {
                   io::export_onnx(model, path, {.opset = name == "every_layer" ? 17 : 13});
                 });
+}
+
+// Weight-only f16 and bf16 exports against Tandem computing with the same rounded weights.
+TEST(Interop, OnnxRuntimeRunsSixteenBitWeightExportsAsTandemDoes) {
+  TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
+  for (const DType weight_dtype : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(weight_dtype));
+    check_exports(env.python, "onnx", ".onnx",
+                  [weight_dtype](nn::Model& model, const std::string&, const std::string& path) {
+                    io::export_onnx(model, path, {.weight_dtype = weight_dtype});
+                    // The model itself from here on computes with the weights as stored.
+                    for (const Tensor& weight : model.weights()) {
+                      tandem::detail::copy_into(
+                          weight, cast(cast(weight, weight_dtype), DType::f32), "rounding");
+                    }
+                  });
+  }
 }
 
 // Quantised models (calibrated on inputs like the test's) in QDQ form: onnxruntime against

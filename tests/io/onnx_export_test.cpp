@@ -7,6 +7,7 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "io/io_support.h"
@@ -126,6 +127,30 @@ TEST(OnnxExport, AQuantisedModelIsWrittenInQdqFormWithInt8Kernels) {
   ASSERT_NE(zero_point, nullptr);
   EXPECT_EQ(zero_point->data_type(), onnx::TensorProto::UINT8);
   EXPECT_EQ(initializer(proto, "conv2d/kernel"), nullptr) << "no float copy of the kernel";
+}
+
+TEST(OnnxExport, SixteenBitWeightsAreStoredHalfSizeAndCastBack) {
+  ScratchDir scratch;
+  nn::Model model = testing::small_model();
+  io::export_onnx(model, scratch.file("bf16.onnx"), {.weight_dtype = DType::bf16});
+  const onnx::ModelProto proto = read_model(scratch.file("bf16.onnx"));
+  onnx::checker::check_model(proto);
+  const onnx::TensorProto* kernel = initializer(proto, "dense/kernel/bf16");
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_EQ(kernel->data_type(), onnx::TensorProto::BFLOAT16);
+  const std::vector<std::string> ops = op_types(proto);
+  // A Cast per weight: the conv kernel, batch norm's four, two Dense kernels and biases.
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Cast"), 9);
+  // The CNN's 121,930 weights: half the bytes.
+  const nn::Model cnn = nn::zoo::build("cnn", {28, 28, 1}, 10);
+  io::export_onnx(cnn, scratch.file("cnn32.onnx"));
+  io::export_onnx(cnn, scratch.file("cnn16.onnx"), {.weight_dtype = DType::f16});
+  EXPECT_LT(std::filesystem::file_size(scratch.file("cnn16.onnx")),
+            std::filesystem::file_size(scratch.file("cnn32.onnx")) * 51 / 100);
+  EXPECT_NE(error_of([&] {
+              io::export_onnx(model, scratch.file("i32.onnx"), {.weight_dtype = DType::i32});
+            }).find("use f16 or bf16"),
+            std::string::npos);
 }
 
 TEST(OnnxExport, RefusesWhatItCannotWriteNamingIt) {
