@@ -1,0 +1,122 @@
+// Inference speed of a zoo model in Tandem (Model::predict: no tape, the f32 kernels), and the
+// files onnxruntime needs to run the same model on the same inputs: the model exported to ONNX
+// and the input batches. bench/inference_vs_onnxruntime.py runs both, same threads, and prints
+// the comparison.
+//
+//   build/bench/inference --out DIR [--model resnet50] [--image-size 112] [--batch 8]
+//                         [--threads 2] [--repeats 30]
+// Prints one JSON object: Tandem's batch-1 latency percentiles (ms) and batch-B throughput
+// (images/s, median and spread of the repeats).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tandem/tandem.h"
+
+using namespace tandem;
+
+namespace {
+
+struct Settings {
+  std::string model = "resnet50";
+  std::int64_t image_size = 112;
+  std::int64_t batch = 8;
+  int threads = 2;
+  int repeats = 30;
+  std::string out;
+};
+
+double percentile(std::vector<double> values, double p) {
+  std::sort(values.begin(), values.end());
+  const double position = p / 100.0 * static_cast<double>(values.size() - 1);
+  const auto low = static_cast<std::size_t>(position);
+  const std::size_t high = std::min(low + 1, values.size() - 1);
+  return values[low] + (position - static_cast<double>(low)) * (values[high] - values[low]);
+}
+
+// Seconds of each of `repeats` calls of predict(x), after two untimed ones.
+std::vector<double> time_predict(nn::Model& model, const Tensor& x, int repeats) {
+  std::vector<double> seconds;
+  for (int i = -2; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const Tensor y = model.predict(x, x.dim(0));
+    (void)y.to_vector<float>();  // the result read, as a server would
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (i >= 0) seconds.push_back(elapsed);
+  }
+  return seconds;
+}
+
+Settings parse(int argc, char** argv) {
+  Settings settings;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string option = argv[i];
+    const std::string value = argv[i + 1];
+    if (option == "--model") {
+      settings.model = value;
+    } else if (option == "--image-size") {
+      settings.image_size = std::stoll(value);
+    } else if (option == "--batch") {
+      settings.batch = std::stoll(value);
+    } else if (option == "--threads") {
+      settings.threads = std::stoi(value);
+    } else if (option == "--repeats") {
+      settings.repeats = std::stoi(value);
+    } else if (option == "--out") {
+      settings.out = value;
+    } else {
+      throw InvalidArgument("inference: unknown option " + option +
+                            " (--model, --image-size, --batch, --threads, --repeats, --out)");
+    }
+  }
+  if (settings.out.empty()) throw InvalidArgument("inference: --out DIR is required");
+  return settings;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Settings settings = parse(argc, argv);
+    set_num_threads(settings.threads);
+    std::filesystem::create_directories(settings.out);
+    manual_seed(1);
+    const std::int64_t side = settings.model == "resnet50" ? settings.image_size : 28;
+    const std::int64_t channels = settings.model == "resnet50" ? 3 : 1;
+    nn::Model model = nn::zoo::build(settings.model, {side, side, channels}, 10);
+    io::export_onnx(model, settings.out + "/model.onnx");
+    Generator generator(2);
+    const Tensor one = random_uniform({1, side, side, channels}, 0.0, 1.0, DType::f32, generator);
+    const Tensor batch =
+        random_uniform({settings.batch, side, side, channels}, 0.0, 1.0, DType::f32, generator);
+    io::save_safetensors(settings.out + "/inputs.safetensors",
+                         {{"one", one},
+                          {"batch", batch},
+                          {"one_output", model.predict(one)},
+                          {"batch_output", model.predict(batch, settings.batch)}});
+
+    const std::vector<double> latency = time_predict(model, one, settings.repeats);
+    std::vector<double> throughput;
+    for (const double seconds : time_predict(model, batch, settings.repeats))
+      throughput.push_back(static_cast<double>(settings.batch) / seconds);
+    std::printf(
+        "{\"model\": \"%s\", \"image_size\": %lld, \"batch\": %lld, \"threads\": %d, "
+        "\"repeats\": %d, \"latency_ms\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f}, "
+        "\"images_per_sec\": {\"median\": %.1f, \"min\": %.1f, \"max\": %.1f}, "
+        "\"weights\": %lld}\n",
+        settings.model.c_str(), static_cast<long long>(side),
+        static_cast<long long>(settings.batch), settings.threads, settings.repeats,
+        1e3 * percentile(latency, 50), 1e3 * percentile(latency, 90), 1e3 * percentile(latency, 99),
+        percentile(throughput, 50), *std::min_element(throughput.begin(), throughput.end()),
+        *std::max_element(throughput.begin(), throughput.end()),
+        static_cast<long long>(model.count_params()));
+    return 0;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "inference: %s\n", error.what());
+    return 1;
+  }
+}
