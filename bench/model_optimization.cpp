@@ -170,19 +170,18 @@ int main(int argc, char** argv) {
           quantization::Calibrator::entropy}) {
       nn::Model model = io::load_model(baseline_dir);
       compile(model, 1e-4);
-      auto quantized = quantization::quantize_model(model, calibration, {.calibrator = calibrator});
+      quantization::quantize_model(model, calibration, {.calibrator = calibrator});
       rows.push_back(measure(std::string("int8 PTQ ") + quantization::calibrator_name(calibrator),
-                             model, data, quantization::int8_weight_bytes(model, *quantized),
-                             settings));
+                             model, data, quantization::int8_weight_bytes(model), settings));
     }
     {
       nn::Model model = io::load_model(baseline_dir);
       compile(model, 1e-4);
-      auto quantized = quantization::quantize_model(model, calibration);
+      quantization::quantize_model(model, calibration);
       model.fit(data.train_images, data.train_labels, settings.batch,
                 static_cast<int>(settings.fine_tune_epochs));
-      rows.push_back(measure("int8 QAT", model, data,
-                             quantization::int8_weight_bytes(model, *quantized), settings));
+      rows.push_back(
+          measure("int8 QAT", model, data, quantization::int8_weight_bytes(model), settings));
     }
 
     std::printf(

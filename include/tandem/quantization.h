@@ -97,13 +97,10 @@ struct Int8Kernel {
   std::vector<float> scales;        // (C_out,)
 };
 Int8Kernel quantize_kernel(const Tensor& kernel);
-// The layer's calibrated input, nullptr when `layer` is not quantised (or it was stripped).
-const InputQuantization* find_input(const Quantization& quantization, const std::string& layer);
-
 // The model's weights as an int8 deployment stores them: each quantised kernel as int8 values
 // (one byte each) with one f32 scale per output channel, every other weight (biases, batch norm,
 // unquantised layers) in f32, in the model's order. What an int8 model's size on disk is made of.
-std::vector<std::uint8_t> int8_weight_bytes(const nn::Model& model,
-                                            const Quantization& quantization);
+// The model's quantised layers are those of quantized_inputs(model).
+std::vector<std::uint8_t> int8_weight_bytes(const nn::Model& model);
 
 }  // namespace tandem::quantization

@@ -4,8 +4,10 @@
 // bits). Pixels are scaled to [0, 1] as the training data was; an image of another size is
 // resized, another channel count converted.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <numeric>
 #include <sstream>
@@ -13,10 +15,13 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "core/files.h"
+#include "core/tensor_copy.h"
 #include "tandem/data.h"
 #include "tandem/image.h"
 #include "tandem/io.h"
 #include "tandem/ops.h"
+#include "tandem/quantization.h"
+#include "tandem/runtime.h"
 
 namespace tandem::cli {
 namespace {
@@ -213,6 +218,8 @@ namespace {
 struct PredictOptions {
   std::string model_dir;
   std::int64_t top = kDefaultTop;
+  std::int64_t batch_size = kPredictBatch;
+  bool timing = false;
 };
 
 const OptionTable<PredictOptions>& predict_options() {
@@ -222,6 +229,13 @@ const OptionTable<PredictOptions>& predict_options() {
           {"--model", "DIR", "the saved model's directory (required)", into(&O::model_dir)},
           {"--top", "K", "classes to print per image (default " + std::to_string(O{}.top) + ")",
            into(&O::top, parse_positive_integer)},
+          {"--batch-size", "N",
+           "images per call of the model (default " + std::to_string(O{}.batch_size) + ")",
+           into(&O::batch_size, parse_positive_integer)},
+          {"--timing", "",
+           "also time the model: its size, batch-1 latency percentiles over up to 200 images, "
+           "and throughput at --batch-size over the inputs (median of 5 passes)",
+           flag(&O::timing)},
       },
       {[](O& options, const ParsedArgs&) {
         if (options.model_dir.empty()) {
@@ -229,6 +243,62 @@ const OptionTable<PredictOptions>& predict_options() {
         }
       }});
   return table;
+}
+
+double seconds_of(const std::function<void()>& run) {
+  const auto start = std::chrono::steady_clock::now();
+  run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double percentile(std::vector<double> values, double p) {
+  std::sort(values.begin(), values.end());
+  const double position = p / 100.0 * static_cast<double>(values.size() - 1);
+  const auto low = static_cast<std::size_t>(position);
+  const std::size_t high = std::min(low + 1, values.size() - 1);
+  return values[low] + (position - static_cast<double>(low)) * (values[high] - values[low]);
+}
+
+// --timing: the model's size (its weights as stored; a quantised model's int8 layout), the
+// latency of one image at a time and the throughput of batches, each after a warm-up call.
+void print_timing(nn::Model& model, const Tensor& images, std::int64_t batch_size,
+                  std::ostream& out) {
+  const std::vector<quantization::InputQuantization> quantized =
+      quantization::quantized_inputs(model);
+  std::size_t bytes = 0;
+  if (quantized.empty()) {
+    for (const Tensor& weight : model.weights())
+      bytes += weight.nbytes();
+  } else {
+    bytes = quantization::int8_weight_bytes(model).size();
+  }
+  out << "timing: model '" << model.name() << "', " << model.count_params() << " weights, "
+      << format_memory_size(bytes)
+      << (quantized.empty() ? " (f32)" : " (int8 kernels, simulated in f32 kernels)") << "\n";
+  const std::int64_t count = images.dim(0);
+  const std::int64_t singles = std::min<std::int64_t>(count, 200);
+  std::vector<double> latency;
+  model.predict(tandem::detail::rows(images, 0, 1), 1);
+  for (std::int64_t i = 0; i < singles; ++i) {
+    const Tensor one = tandem::detail::rows(images, i, 1);
+    latency.push_back(seconds_of([&] { (void)model.predict(one, 1).to_vector<float>(); }));
+  }
+  out << "timing: batch 1, " << singles << " images: latency p50 "
+      << fixed(1e3 * percentile(latency, 50), 2) << " ms, p90 "
+      << fixed(1e3 * percentile(latency, 90), 2) << " ms, p99 "
+      << fixed(1e3 * percentile(latency, 99), 2) << " ms\n";
+  std::vector<double> rates;
+  (void)model.predict(images, batch_size).to_vector<float>();
+  for (int pass = 0; pass < 5; ++pass) {
+    rates.push_back(static_cast<double>(count) / seconds_of([&] {
+                      (void)model.predict(images, batch_size).to_vector<float>();
+                    }));
+  }
+  out << "timing: batch " << std::min(batch_size, count) << ", " << count
+      << " images: " << fixed(percentile(rates, 50), 1) << " images/s (median of 5 passes, "
+      << fixed(*std::min_element(rates.begin(), rates.end()), 1) << "-"
+      << fixed(*std::max_element(rates.begin(), rates.end()), 1) << "), " << num_threads()
+      << " threads\n";
 }
 
 }  // namespace
@@ -262,10 +332,12 @@ int run_predict(const ParsedArgs& args) {
                           "; tandem predict classifies images (H, W, C)");
   }
   nn::Model model = io::load_model(options.model_dir);
+  std::vector<Tensor> all_images;
   for (const std::string& path : args.operands()) {
     const Inputs inputs = read_inputs(path, info.input_shape);
+    if (options.timing) all_images.push_back(inputs.images);
     const std::vector<std::vector<double>> rows =
-        probabilities(model.predict(inputs.images, kPredictBatch));
+        probabilities(model.predict(inputs.images, options.batch_size));
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const std::vector<double>& row = rows[i];
       std::vector<std::size_t> order(row.size());
@@ -284,6 +356,7 @@ int run_predict(const ParsedArgs& args) {
       std::cout << "\n";
     }
   }
+  if (options.timing) print_timing(model, concat(all_images, 0), options.batch_size, std::cout);
   return 0;
 }
 

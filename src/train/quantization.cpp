@@ -370,16 +370,8 @@ Int8Kernel quantize_kernel(const Tensor& kernel) {
   return quantized;
 }
 
-const InputQuantization* find_input(const Quantization& quantization, const std::string& layer) {
-  if (quantization.stripped()) return nullptr;
-  for (const InputQuantization& input : quantization.inputs()) {
-    if (input.layer == layer) return &input;
-  }
-  return nullptr;
-}
-
-std::vector<std::uint8_t> int8_weight_bytes(const nn::Model& model,
-                                            const Quantization& quantization) {
+std::vector<std::uint8_t> int8_weight_bytes(const nn::Model& model) {
+  const std::vector<InputQuantization> inputs = quantized_inputs(model);
   std::vector<std::uint8_t> bytes;
   const auto append = [&](const void* data, std::size_t size) {
     const std::size_t start = bytes.size();
@@ -387,7 +379,9 @@ std::vector<std::uint8_t> int8_weight_bytes(const nn::Model& model,
     std::memcpy(bytes.data() + start, data, size);
   };
   for (const nn::Layer& layer : model.layers()) {
-    const bool quantized = find_input(quantization, layer.name()) != nullptr;
+    const bool quantized =
+        std::any_of(inputs.begin(), inputs.end(),
+                    [&](const InputQuantization& input) { return input.layer == layer.name(); });
     for (const Tensor& weight : layer.weights()) {
       if (quantized && weight.name() == layer.name() + "/kernel") {
         const Int8Kernel kernel = quantize_kernel(weight);

@@ -1,7 +1,7 @@
 // `tandem train --quantize int8`: post-training quantisation and quantisation-aware training from
 // the command line; the report holds the fp32 and int8 figures and each layer's calibration, the
-// saved model loads quantised and exports to QDQ ONNX (not to a SavedModel), and the options'
-// mistakes are one-line errors.
+// saved model loads quantised, predicts (timed with --timing) and exports to QDQ ONNX (not to a
+// SavedModel), and the options' mistakes are one-line errors.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -61,8 +61,12 @@ TEST(QuantizeCli, QuantisesAfterTrainingAndSavesTheQuantisedModel) {
                 dir.file("sm")},
                1, {"is quantised to int8, and SavedModel export writes float graphs"});
   const CliResult predicted =
-      run_cli({"predict", "--model", dir.file("model"), dir.file("t10k-images-idx3-ubyte.gz")});
+      run_cli({"predict", "--model", dir.file("model"), "--timing", "--batch-size", "16",
+               dir.file("t10k-images-idx3-ubyte.gz")});
   EXPECT_EQ(predicted.status, 0) << predicted.err;
+  expect_contains(predicted.out, "(int8 kernels, simulated in f32 kernels)");
+  expect_contains(predicted.out, "timing: batch 1, 64 images: latency p50 ");
+  expect_contains(predicted.out, "timing: batch 16, 64 images: ");
 }
 
 TEST(QuantizeCli, MistakesAreOneLineErrors) {

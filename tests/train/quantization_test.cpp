@@ -181,7 +181,7 @@ TEST(Quantization, TheInt8LayoutStoresKernelsInABytePerWeight) {
                          : 4 * static_cast<std::size_t>(weight.numel());
     }
   }
-  EXPECT_EQ(int8_weight_bytes(model, *quantization).size(), expected);
+  EXPECT_EQ(int8_weight_bytes(model).size(), expected);
 }
 
 TEST(Quantization, AQuantisedModelSavesAndLoadsQuantised) {
