@@ -1,19 +1,23 @@
-// Inference speed of a zoo model in Tandem (Model::predict: no tape, the f32 kernels), and the
-// files onnxruntime needs to run the same model on the same inputs: the model exported to ONNX
-// and the input batches. bench/inference_vs_onnxruntime.py runs both, same threads, and prints
-// the comparison.
+// Inference speed of a zoo model in Tandem, three ways: Model::predict (eager, no tape), predict
+// of the model with its batch norms folded (nn::fold_batch_norms), and that folded model run as
+// a compiled function (tandem::function: one planned graph, ReLUs and residual adds fused into
+// the convolutions as oneDNN post-ops); and the files onnxruntime needs to run the same model on
+// the same inputs: the model exported to ONNX and the input batches.
+// bench/inference_vs_onnxruntime.py runs both sides, same threads, and prints the comparison.
 //
 //   build/bench/inference --out DIR [--model resnet50] [--image-size 112] [--batch 8]
 //                         [--threads 2] [--repeats 30]
-// Prints one JSON object: Tandem's batch-1 latency percentiles (ms) and batch-B throughput
-// (images/s, median and spread of the repeats).
+// Prints one JSON object: per way, Tandem's batch-1 latency percentiles (ms) and batch-B
+// throughput (images/s, median and spread of the repeats).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "tandem/compile.h"
 #include "tandem/tandem.h"
 
 using namespace tandem;
@@ -37,18 +41,37 @@ double percentile(std::vector<double> values, double p) {
   return values[low] + (position - static_cast<double>(low)) * (values[high] - values[low]);
 }
 
-// Seconds of each of `repeats` calls of predict(x), after two untimed ones.
-std::vector<double> time_predict(nn::Model& model, const Tensor& x, int repeats) {
+// Seconds of each of `repeats` calls of `predict` on x, after two untimed ones; the result is
+// read, as a server would.
+std::vector<double> time_calls(const std::function<Tensor(const Tensor&)>& predict, const Tensor& x,
+                               int repeats) {
   std::vector<double> seconds;
   for (int i = -2; i < repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    const Tensor y = model.predict(x, x.dim(0));
-    (void)y.to_vector<float>();  // the result read, as a server would
+    (void)predict(x).to_vector<float>();
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (i >= 0) seconds.push_back(elapsed);
   }
   return seconds;
+}
+
+// One way's figures as a JSON member.
+std::string figures(const std::string& way, const std::function<Tensor(const Tensor&)>& predict,
+                    const Tensor& one, const Tensor& batch, int repeats) {
+  const std::vector<double> latency = time_calls(predict, one, repeats);
+  std::vector<double> throughput;
+  for (const double seconds : time_calls(predict, batch, repeats))
+    throughput.push_back(static_cast<double>(batch.dim(0)) / seconds);
+  char text[512];
+  std::snprintf(text, sizeof text,
+                "\"%s\": {\"latency_ms\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f}, "
+                "\"images_per_sec\": {\"median\": %.1f, \"min\": %.1f, \"max\": %.1f}}",
+                way.c_str(), 1e3 * percentile(latency, 50), 1e3 * percentile(latency, 90),
+                1e3 * percentile(latency, 99), percentile(throughput, 50),
+                *std::min_element(throughput.begin(), throughput.end()),
+                *std::max_element(throughput.begin(), throughput.end()));
+  return text;
 }
 
 Settings parse(int argc, char** argv) {
@@ -99,21 +122,29 @@ int main(int argc, char** argv) {
                           {"one_output", model.predict(one)},
                           {"batch_output", model.predict(batch, settings.batch)}});
 
-    const std::vector<double> latency = time_predict(model, one, settings.repeats);
-    std::vector<double> throughput;
-    for (const double seconds : time_predict(model, batch, settings.repeats))
-      throughput.push_back(static_cast<double>(settings.batch) / seconds);
+    nn::Model folded = nn::fold_batch_norms(model);
+    tandem::Function compiled("inference", [&](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{folded(in[0], /*training=*/false)};
+    });
+    const NoGradGuard no_grad;
+    const std::string ways =
+        figures(
+            "tandem eager", [&](const Tensor& x) { return model.predict(x, x.dim(0)); }, one, batch,
+            settings.repeats) +
+        ", " +
+        figures(
+            "tandem folded", [&](const Tensor& x) { return folded.predict(x, x.dim(0)); }, one,
+            batch, settings.repeats) +
+        ", " +
+        figures(
+            "tandem folded compiled", [&](const Tensor& x) { return compiled({x})[0]; }, one, batch,
+            settings.repeats);
     std::printf(
         "{\"model\": \"%s\", \"image_size\": %lld, \"batch\": %lld, \"threads\": %d, "
-        "\"repeats\": %d, \"latency_ms\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f}, "
-        "\"images_per_sec\": {\"median\": %.1f, \"min\": %.1f, \"max\": %.1f}, "
-        "\"weights\": %lld}\n",
+        "\"repeats\": %d, \"weights\": %lld, \"ways\": {%s}}\n",
         settings.model.c_str(), static_cast<long long>(side),
         static_cast<long long>(settings.batch), settings.threads, settings.repeats,
-        1e3 * percentile(latency, 50), 1e3 * percentile(latency, 90), 1e3 * percentile(latency, 99),
-        percentile(throughput, 50), *std::min_element(throughput.begin(), throughput.end()),
-        *std::max_element(throughput.begin(), throughput.end()),
-        static_cast<long long>(model.count_params()));
+        static_cast<long long>(model.count_params()), ways.c_str());
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "inference: %s\n", error.what());

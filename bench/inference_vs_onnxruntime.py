@@ -4,7 +4,8 @@
                                             [--threads 2] [--repeats 30] [--runs 3]
 
 build/bench/inference builds the zoo model, exports it to ONNX, saves the input batches and
-times Tandem's Model::predict; then onnxruntime (CPUExecutionProvider, intra-op threads as
+times Tandem three ways (eager predict; predict with the batch norms folded; the folded model as
+a compiled function); then onnxruntime (CPUExecutionProvider, intra-op threads as
 Tandem's, sequential execution) loads that ONNX file and runs the same inputs. The two alternate
 for --runs rounds, so machine noise lands on both; the table gives the median over the rounds of
 each side's figures, and the spread. Needs the interop group (scripts/python-env.sh interop).
@@ -69,30 +70,34 @@ def main():
     parser.add_argument("--tandem", default=os.path.join(os.path.dirname(__file__), "..", "build",
                                                          "bench", "inference"))
     args = parser.parse_args()
-    rounds = {"tandem": [], "onnxruntime": []}
+    rounds = {}
     with tempfile.TemporaryDirectory() as directory:
         for _ in range(args.runs):
             out = subprocess.run(
                 [args.tandem, "--out", directory, "--model", args.model, "--image-size",
                  str(args.image_size), "--batch", str(args.batch), "--threads", str(args.threads),
                  "--repeats", str(args.repeats)], check=True, capture_output=True, text=True)
-            rounds["tandem"].append(json.loads(out.stdout))
-            rounds["onnxruntime"].append(onnxruntime_figures(directory, args.threads, args.repeats))
+            for way, figures in json.loads(out.stdout)["ways"].items():
+                rounds.setdefault(way, []).append(figures)
+            rounds.setdefault("onnxruntime", []).append(
+                onnxruntime_figures(directory, args.threads, args.repeats))
     print(f"{args.model} at {args.image_size}x{args.image_size}, f32, {args.threads} threads, "
           f"{args.runs} rounds of {args.repeats} timed calls (onnxruntime "
           f"{rounds['onnxruntime'][0]['version']})\n")
     print("| | batch 1 p50 ms | p90 ms | p99 ms | batch %d images/s (median, min-max of rounds) |"
           % args.batch)
     print("|---|---:|---:|---:|---:|")
-    for side in ("tandem", "onnxruntime"):
-        runs = rounds[side]
+    for side, runs in rounds.items():
         p = {k: statistics.median(r["latency_ms"][k] for r in runs) for k in ("p50", "p90", "p99")}
         rates = [r["images_per_sec"]["median"] for r in runs]
         print(f"| {side} | {p['p50']:.2f} | {p['p90']:.2f} | {p['p99']:.2f} | "
               f"{statistics.median(rates):.1f} ({min(rates):.1f}-{max(rates):.1f}) |")
-    tandem_rate = statistics.median(r["images_per_sec"]["median"] for r in rounds["tandem"])
     ort_rate = statistics.median(r["images_per_sec"]["median"] for r in rounds["onnxruntime"])
-    print(f"\nTandem / onnxruntime throughput: {tandem_rate / ort_rate:.2f}x")
+    for side, runs in rounds.items():
+        if side == "onnxruntime":
+            continue
+        rate = statistics.median(r["images_per_sec"]["median"] for r in runs)
+        print(f"{side} / onnxruntime throughput: {rate / ort_rate:.2f}x")
 
 
 if __name__ == "__main__":
