@@ -180,6 +180,34 @@ TEST(CliCheckpoints, AFullFileSystemStopsTheRunAndKeepsTheEarlierCheckpoints) {
   EXPECT_TRUE(testing::hidden_entries(copy).empty()) << "a half-written checkpoint was left";
 }
 
+// predict's inference path (batch norms folded, the model compiled, the last batch padded)
+// gives the probabilities the model itself does, to the 4 decimals printed.
+TEST(CliPredict, TheFoldedCompiledPathGivesTheModelsProbabilities) {
+  ScratchDir scratch;
+  const std::string model = scratch.file("model");
+  ASSERT_EQ(run_cli(train_args({"--model", "resnet_small", "--epochs", "1", "--save-model", model}))
+                .status,
+            0);
+  const std::string idx = tiny_data().dir() + "/t10k-images-idx3-ubyte.gz";
+  const CliResult result =
+      run_cli({"predict", "--model", model, "--top", "1", "--batch-size", "24", idx});
+  ASSERT_EQ(result.status, 0) << result.err;
+  nn::Model loaded = io::load_model(model);
+  const Tensor images = data::read_idx(idx);  // (64, 28, 28) u8
+  const std::vector<float> expected =
+      reduce_max(
+          softmax(loaded.predict(reshape(cast(images, DType::f32) / 255.0, {64, 28, 28, 1})), -1),
+          {-1})
+          .to_vector<float>();
+  std::istringstream lines(result.out);
+  std::string line;
+  for (std::size_t i = 0; std::getline(lines, line); ++i) {
+    ASSERT_LT(i, expected.size()) << result.out;
+    const double printed = std::stod(line.substr(line.rfind(' ') + 1));
+    EXPECT_NEAR(printed, expected[i], 1.5e-4) << line;
+  }
+}
+
 TEST(CliPredict, PrintsTheTopClassesOfIdxPngJpegAndPgmImages) {
   ScratchDir scratch;
   const std::string model = scratch.file("model");
