@@ -6,12 +6,13 @@
 //   - inputs: per tensor, zero point 0: uint8 [0, 255] where calibration never saw a negative
 //     input (after a ReLU), int8 [-128, 127] otherwise, the scale threshold / 255 or / 127.
 // Post-training quantisation (quantize_model) calibrates each input's threshold on data the float
-// model runs: min_max takes the largest |x| seen, percentile a percentile of |x| (outliers
-// clipped), entropy the threshold whose int8 histogram is closest to the float one in KL
-// divergence (TensorRT's calibrator). Quantisation-aware training is fit() on the quantised
-// model: the forward pass sees int8 values, the gradient passes straight through where they were
-// in range, and the thresholds stay at their calibrated values (as NVIDIA's QAT toolkit keeps
-// them) while the weights and their scales move.
+// model runs: min_max takes the largest |x| seen, percentile a percentile of the non-zero |x|
+// (outliers clipped), entropy the threshold whose int8 histogram of the non-zero |x| is closest
+// to the float one in KL divergence (TensorRT's calibrator; exact zeros, half of a ReLU's output,
+// quantise exactly with any scale and are left out). Quantisation-aware training is fit() on the
+// quantised model: the forward pass sees int8 values, the gradient passes straight through where
+// they were in range, and the thresholds stay at their calibrated values (as NVIDIA's QAT toolkit
+// keeps them) while the weights and their scales move.
 //
 // BatchNormalization after a convolution is folded into it when the model runs in int8: with per
 // channel weight scales that folding commutes with quantising the kernel (a channel's kernel and
@@ -39,7 +40,7 @@ Calibrator parse_calibrator(const std::string& name);
 
 struct QuantizeOptions {
   Calibrator calibrator = Calibrator::min_max;
-  double percentile = 99.99;  // of |x|, for Calibrator::percentile; in (0, 100]
+  double percentile = 99.99;  // of the non-zero |x|, for Calibrator::percentile; in (0, 100]
   // At most this many batches of the calibration set are run (0: all of it).
   std::int64_t calibration_batches = 100;
   // The layers to quantise, by name; empty: every Dense and Conv2D.

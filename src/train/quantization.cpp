@@ -43,6 +43,10 @@ class Int8Quantizer final : public nn::LayerQuantizer {
         const std::vector<float> values = cast(x, DType::f32).to_vector<float>();
         const double bins_per_unit = static_cast<double>(kHistogramBins) / observed_max_;
         for (const float value : values) {
+          // Exact zeros (half of a ReLU's outputs) quantise to 0 with any scale: they say
+          // nothing about the threshold, and their spike in the first bin would dominate the
+          // entropy calibrator's divergence and pull the threshold down.
+          if (value == 0.0f) continue;
           const auto bin = static_cast<std::int64_t>(std::fabs(value) * bins_per_unit);
           ++histogram_[static_cast<std::size_t>(std::min(bin, kHistogramBins - 1))];
         }

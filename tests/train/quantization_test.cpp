@@ -145,6 +145,26 @@ TEST(Quantization, EachCalibratorPicksItsThreshold) {
   EXPECT_GT(entropy, 2.0);
 }
 
+// A ReLU's output: half exact zeros, the rest |N(0, 1)| (99% below 2.58), one value at 6. The
+// zeros quantise exactly with any scale; counted, their spike pulls the entropy threshold down to
+// about 1.5, clipping the bulk.
+TEST(Quantization, ExactZerosDoNotPullTheEntropyThresholdDown) {
+  Generator generator(9);
+  std::vector<float> values =
+      abs(random_normal({4000}, 0.0, 1.0, DType::f32, generator)).to_vector<float>();
+  values.resize(8000, 0.0f);
+  values.push_back(6.0f);
+  values.resize(8004, 0.0f);
+  nn::Model model = dense_model();
+  const auto quantization =
+      quantize_model(model, dataset_of(Tensor::from_vector(values, {2001, 4}), 87),
+                     {.calibrator = Calibrator::entropy});
+  const InputQuantization& input = quantization->inputs().front();
+  EXPECT_TRUE(input.is_unsigned);
+  EXPECT_GT(input.threshold, 2.3);
+  EXPECT_LT(input.threshold, 6.0);
+}
+
 // The model of io_support (Conv2D, BN, Dense) quantised, then trained one epoch.
 std::vector<Tensor> quantization_aware_training(bool jit) {
   nn::Model model = testing::small_model();
