@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/bench.h"
 #include "tandem/compile.h"
 #include "tandem/tandem.h"
 
@@ -32,14 +33,6 @@ struct Settings {
   int repeats = 30;
   std::string out;
 };
-
-double percentile(std::vector<double> values, double p) {
-  std::sort(values.begin(), values.end());
-  const double position = p / 100.0 * static_cast<double>(values.size() - 1);
-  const auto low = static_cast<std::size_t>(position);
-  const std::size_t high = std::min(low + 1, values.size() - 1);
-  return values[low] + (position - static_cast<double>(low)) * (values[high] - values[low]);
-}
 
 // Seconds of each of `repeats` calls of `predict` on x, after two untimed ones; the result is
 // read, as a server would.
@@ -67,8 +60,9 @@ std::string figures(const std::string& way, const std::function<Tensor(const Ten
   std::snprintf(text, sizeof text,
                 "\"%s\": {\"latency_ms\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f}, "
                 "\"images_per_sec\": {\"median\": %.1f, \"min\": %.1f, \"max\": %.1f}}",
-                way.c_str(), 1e3 * percentile(latency, 50), 1e3 * percentile(latency, 90),
-                1e3 * percentile(latency, 99), percentile(throughput, 50),
+                way.c_str(), 1e3 * bench::quantile(latency, 0.50),
+                1e3 * bench::quantile(latency, 0.90), 1e3 * bench::quantile(latency, 0.99),
+                bench::quantile(throughput, 0.50),
                 *std::min_element(throughput.begin(), throughput.end()),
                 *std::max_element(throughput.begin(), throughput.end()));
   return text;

@@ -77,38 +77,14 @@ bool is_floating(DType dtype);
 
 template <typename T>
 struct dtype_of;
-template <>
-struct dtype_of<float> {
-  static constexpr DType value = DType::f32;
-};
-template <>
-struct dtype_of<double> {
-  static constexpr DType value = DType::f64;
-};
-template <>
-struct dtype_of<bfloat16> {
-  static constexpr DType value = DType::bf16;
-};
-template <>
-struct dtype_of<float16> {
-  static constexpr DType value = DType::f16;
-};
-template <>
-struct dtype_of<std::int32_t> {
-  static constexpr DType value = DType::i32;
-};
-template <>
-struct dtype_of<std::int64_t> {
-  static constexpr DType value = DType::i64;
-};
-template <>
-struct dtype_of<std::uint8_t> {
-  static constexpr DType value = DType::u8;
-};
-template <>
-struct dtype_of<bool> {
-  static constexpr DType value = DType::boolean;
-};
+template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
+template <> struct dtype_of<bfloat16> { static constexpr DType value = DType::bf16; };
+template <> struct dtype_of<float16> { static constexpr DType value = DType::f16; };
+template <> struct dtype_of<std::int32_t> { static constexpr DType value = DType::i32; };
+template <> struct dtype_of<std::int64_t> { static constexpr DType value = DType::i64; };
+template <> struct dtype_of<std::uint8_t> { static constexpr DType value = DType::u8; };
+template <> struct dtype_of<bool> { static constexpr DType value = DType::boolean; };
 template <typename T>
 inline constexpr DType dtype_v = dtype_of<T>::value;
 
@@ -121,22 +97,14 @@ using compute_type_t =
 template <typename Fn>
 decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::f32:
-      return fn(float{});
-    case DType::f64:
-      return fn(double{});
-    case DType::bf16:
-      return fn(bfloat16{});
-    case DType::f16:
-      return fn(float16{});
-    case DType::i32:
-      return fn(std::int32_t{});
-    case DType::i64:
-      return fn(std::int64_t{});
-    case DType::u8:
-      return fn(std::uint8_t{});
-    case DType::boolean:
-      return fn(bool{});
+    case DType::f32: return fn(float{});
+    case DType::f64: return fn(double{});
+    case DType::bf16: return fn(bfloat16{});
+    case DType::f16: return fn(float16{});
+    case DType::i32: return fn(std::int32_t{});
+    case DType::i64: return fn(std::int64_t{});
+    case DType::u8: return fn(std::uint8_t{});
+    case DType::boolean: return fn(bool{});
   }
   return fn(float{});
 }

@@ -23,9 +23,7 @@ namespace tandem {
   X(abs)                                                                             \
   X(sign)                                                                            \
   X(exp)                                                                             \
-  X(log)                                                                             \
-  X(sqrt)                                                                            \
-  X(rsqrt) X(square) X(relu) X(gelu) X(sigmoid)                                      \
+  X(log) X(sqrt) X(rsqrt) X(square) X(relu) X(gelu) X(sigmoid)                       \
       X(tanh) /* their backward kernels (dy with the forward input x or output y) */ \
       X(relu_backward) X(gelu_backward) X(sigmoid_backward)                          \
           X(tanh_backward) /* binary with NumPy broadcasting */                      \
@@ -58,15 +56,13 @@ namespace tandem {
 #define TANDEM_OPS_quantize(X) X(fake_quantize)
 
 // The families in table order: F(family, X) for each.
-#define TANDEM_OP_FAMILIES(F, X)                                                                  \
-  F(elementwise, X)                                                                               \
-  F(reduction, X)                                                                                 \
-  F(gather, X)                                                                                    \
-  F(linalg, X)                                                                                    \
-  F(conv, X)                                                                                      \
-  F(pool, X)                                                                                      \
-  F(norm, X) F(layer_norm, X) F(softmax, X) F(layout, X) F(dropout, X) F(loss, X) F(optimizer, X) \
-      F(collective, X) F(fused, X) F(quantize, X)
+#define TANDEM_OP_FAMILIES(F, X)                                                             \
+  F(elementwise, X)                                                                          \
+  F(reduction, X)                                                                            \
+  F(gather, X)                                                                               \
+  F(linalg, X)                                                                               \
+  F(conv, X) F(pool, X) F(norm, X) F(layer_norm, X) F(softmax, X) F(layout, X) F(dropout, X) \
+      F(loss, X) F(optimizer, X) F(collective, X) F(fused, X) F(quantize, X)
 #define TANDEM_OPS_OF_FAMILY(family, X) TANDEM_OPS_##family(X)
 // X(op) for every op, in table order.
 #define TANDEM_OPS(X) TANDEM_OP_FAMILIES(TANDEM_OPS_OF_FAMILY, X)
@@ -300,9 +296,11 @@ struct FakeQuantizeResult {
   Tensor y;
   Tensor in_range;  // 1 where x fell inside the integer range, else 0 (x's shape and dtype)
 };
-// The values an integer kernel would see, in f32: q = round(x / scale) + zero_point (ties to
-// even, as QuantizeLinear and TensorFlow round), clamped to [quant_min, quant_max], and
-// y = (q - zero_point) * scale. `scale` (positive) and `zero_point` (whole numbers) are f32
+// The values an integer kernel would see, computed in f32 (f64 for an f64 x) and rounded to x's
+// dtype: q = round(x / scale) + zero_point (ties to even, as QuantizeLinear and TensorFlow
+// round), clamped to [quant_min, quant_max], and y = (q - zero_point) * scale. On XLA:CPU the
+// division may go through a reciprocal: an x within an ulp of a grid line can land one step from
+// the CPU kernel's result. `scale` (positive) and `zero_point` (whole numbers) are f32
 // scalars (per tensor) or (C,) vectors along x's last axis (per channel: a Dense kernel's or a
 // Conv2D filter's output channels), and operands, not attributes: a range that moves every
 // training step never recompiles a step. The gradient is the straight-through estimator: dy

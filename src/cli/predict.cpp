@@ -18,6 +18,7 @@
 #include "core/files.h"
 #include "core/tensor_copy.h"
 #include "tandem/autodiff.h"
+#include "tandem/bench.h"
 #include "tandem/compile.h"
 #include "tandem/data.h"
 #include "tandem/image.h"
@@ -303,14 +304,6 @@ double seconds_of(const std::function<void()>& run) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-double percentile(std::vector<double> values, double p) {
-  std::sort(values.begin(), values.end());
-  const double position = p / 100.0 * static_cast<double>(values.size() - 1);
-  const auto low = static_cast<std::size_t>(position);
-  const std::size_t high = std::min(low + 1, values.size() - 1);
-  return values[low] + (position - static_cast<double>(low)) * (values[high] - values[low]);
-}
-
 // --timing: the model's size (its weights as stored; a quantised model's int8 layout), the
 // latency of one image at a time and the throughput of batches, each after a warm-up call.
 void print_timing(nn::Model& model, Inference& inference, const Tensor& images,
@@ -336,9 +329,9 @@ void print_timing(nn::Model& model, Inference& inference, const Tensor& images,
     latency.push_back(seconds_of([&] { (void)inference.predict(one, 1).to_vector<float>(); }));
   }
   out << "timing: batch 1, " << singles << " images: latency p50 "
-      << fixed(1e3 * percentile(latency, 50), 2) << " ms, p90 "
-      << fixed(1e3 * percentile(latency, 90), 2) << " ms, p99 "
-      << fixed(1e3 * percentile(latency, 99), 2) << " ms\n";
+      << fixed(1e3 * bench::quantile(latency, 0.50), 2) << " ms, p90 "
+      << fixed(1e3 * bench::quantile(latency, 0.90), 2) << " ms, p99 "
+      << fixed(1e3 * bench::quantile(latency, 0.99), 2) << " ms\n";
   std::vector<double> rates;
   (void)model.predict(images, batch_size).to_vector<float>();
   for (int pass = 0; pass < 5; ++pass) {
@@ -347,7 +340,7 @@ void print_timing(nn::Model& model, Inference& inference, const Tensor& images,
                     }));
   }
   out << "timing: batch " << std::min(batch_size, count) << ", " << count
-      << " images: " << fixed(percentile(rates, 50), 1) << " images/s (median of 5 passes, "
+      << " images: " << fixed(bench::quantile(rates, 0.50), 1) << " images/s (median of 5 passes, "
       << fixed(*std::min_element(rates.begin(), rates.end()), 1) << "-"
       << fixed(*std::max_element(rates.begin(), rates.end()), 1) << "), " << num_threads()
       << " threads\n";
