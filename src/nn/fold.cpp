@@ -1,6 +1,7 @@
 // fold_batch_norms (tandem/nn.h): the model rebuilt for inference with each BatchNormalization
 // that only normalises a Conv2D's or Dense's output folded into that layer's kernel and bias.
 #include <map>
+#include <string_view>
 
 #include "tandem/nn.h"
 #include "tandem/ops.h"
@@ -8,9 +9,13 @@
 namespace tandem::nn {
 namespace {
 
+// class_name() is a C string: compared as a string_view, never as a pointer.
+std::string_view kind_of(const Layer& layer) {
+  return layer.impl().class_name();
+}
+
 bool has_kernel(const Layer& layer) {
-  const std::string kind = layer.impl().class_name();
-  return kind == "Conv2D" || kind == "Dense";
+  return kind_of(layer) == "Conv2D" || kind_of(layer) == "Dense";
 }
 
 }  // namespace
@@ -31,7 +36,7 @@ Model fold_batch_norms(const Model& model) {
   // A Conv2D/Dense node whose only reader is a BatchNormalization: the pair becomes one layer.
   std::map<const Node*, const Node*> folded_into;  // the batch norm node -> its kernel node
   for (const auto& node : nodes) {
-    if (!node->layer.defined() || node->layer.impl().class_name() != "BatchNormalization") continue;
+    if (!node->layer.defined() || kind_of(node->layer) != "BatchNormalization") continue;
     const Node* source = node->inputs.front().node().get();
     if (source->layer.defined() && has_kernel(source->layer) && readers[source] == 1 &&
         source != output) {

@@ -44,7 +44,7 @@ TEST(FoldBatchNorms, EveryResidualBlocksBatchNormsFold) {
   Model model = zoo::build("resnet_small", {16, 16, 3}, 4);
   // Statistics other than the initial zeros and ones.
   for (const Layer& layer : model.layers()) {
-    if (layer.impl().class_name() != "BatchNormalization") continue;
+    if (std::string_view(layer.impl().class_name()) != "BatchNormalization") continue;
     std::vector<Tensor> values;
     for (const Tensor& weight : layer.weights())
       values.push_back(random_uniform(weight.shape(), 0.5, 1.5, DType::f32));
