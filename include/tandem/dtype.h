@@ -9,8 +9,9 @@
 
 namespace tandem {
 
-enum class DType : std::uint8_t { f32, f64, bf16, f16, i32, i64, u8, boolean };
-inline constexpr int kNumDTypes = 8;
+// i8 came last so that dtypes stored by number (the data cache) keep their meaning.
+enum class DType : std::uint8_t { f32, f64, bf16, f16, i32, i64, u8, boolean, i8 };
+inline constexpr int kNumDTypes = 9;
 
 // bfloat16: the top 16 bits of an IEEE float32; conversion rounds to nearest even.
 struct bfloat16 {
@@ -85,6 +86,7 @@ template <> struct dtype_of<std::int32_t> { static constexpr DType value = DType
 template <> struct dtype_of<std::int64_t> { static constexpr DType value = DType::i64; };
 template <> struct dtype_of<std::uint8_t> { static constexpr DType value = DType::u8; };
 template <> struct dtype_of<bool> { static constexpr DType value = DType::boolean; };
+template <> struct dtype_of<std::int8_t> { static constexpr DType value = DType::i8; };
 template <typename T>
 inline constexpr DType dtype_v = dtype_of<T>::value;
 
@@ -93,7 +95,7 @@ template <typename T>
 using compute_type_t =
     std::conditional_t<std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>, float, T>;
 
-// Calls fn(T{}) with T the C++ type of `dtype`; covers all eight dtypes.
+// Calls fn(T{}) with T the C++ type of `dtype`; covers every dtype.
 template <typename Fn>
 decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
   switch (dtype) {
@@ -105,6 +107,7 @@ decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
     case DType::i64: return fn(std::int64_t{});
     case DType::u8: return fn(std::uint8_t{});
     case DType::boolean: return fn(bool{});
+    case DType::i8: return fn(std::int8_t{});
   }
   return fn(float{});
 }

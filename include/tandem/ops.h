@@ -53,7 +53,7 @@ namespace tandem {
 #define TANDEM_OPS_fused(X) X(fused_elementwise)
 // quantisation simulated in floating point (post-training calibration, quantisation-aware
 // training)
-#define TANDEM_OPS_quantize(X) X(fake_quantize)
+#define TANDEM_OPS_quantize(X) X(fake_quantize) X(quantized_conv2d) X(quantized_matmul)
 
 // The families in table order: F(family, X) for each.
 #define TANDEM_OP_FAMILIES(F, X)                                                             \
@@ -307,6 +307,29 @@ struct FakeQuantizeResult {
 // where x was in range, 0 where it was clamped; scale and zero_point get none.
 FakeQuantizeResult fake_quantize(const Tensor& x, const Tensor& scale, const Tensor& zero_point,
                                  std::int64_t quant_min, std::int64_t quant_max);
+
+// ---- integer kernels (inference) ----
+// A quantised layer's product in integers (tandem/quantization.h's scheme): x (f32) is quantised
+// per tensor with zero point 0, q = round(x / input_scale) (ties to even) clamped to [0, 255]
+// (input_unsigned) or [-128, 127]; the i8 weights w (output channels last) multiply it with
+// exact integer sums; and y[..., c] = input_scale * weight_scale[c] * sum(q w) + bias[c], in f32.
+// What fake_quantize's simulation computes up to the rounding of the f32 sums. input_scale is
+// an f32 scalar operand, weight_scale and bias (C_out,) f32. On the CPU they run on oneDNN's int8
+// kernels (AMX or VNNI where the CPU has them), which keep each weights tensor reordered into
+// their layout: give changed weights as a new tensor, never written into the old one. XLA
+// lowers them; CUDA has no kernel yet. No gradient: training runs the simulation
+// (fake_quantize), these run the trained model.
+struct QuantizedInput {
+  Tensor scale;  // f32 scalar
+  bool is_unsigned = false;
+};
+// x (N, H, W, C_in), filter (KH, KW, C_in, C_out) i8 -> (N, OH, OW, C_out) f32.
+Tensor quantized_conv2d(const Tensor& x, const QuantizedInput& input, const Tensor& filter,
+                        const Tensor& filter_scale, const Tensor& bias,
+                        const Conv2DOptions& options = {});
+// x (..., K), weights (K, N) i8 -> (..., N) f32.
+Tensor quantized_matmul(const Tensor& x, const QuantizedInput& input, const Tensor& weights,
+                        const Tensor& weight_scale, const Tensor& bias);
 
 // ---- values the host computes for every run of a step ----
 // Fills a CPU tensor of the operand's shape and dtype.

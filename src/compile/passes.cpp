@@ -30,7 +30,29 @@ void rename_uses(Graph& graph, const std::unordered_map<int, int>& renamed) {
     rename(output);
 }
 
-// Sets the fused_relu attribute of a conv2d or matmul node; false when it was set already.
+// The products the CPU fuses a residual add and a relu into (oneDNN post-ops): conv2d and matmul,
+// and their integer forms.
+bool is_product(OpKind kind) {
+  return kind == OpKind::conv2d || kind == OpKind::matmul || kind == OpKind::quantized_conv2d ||
+         kind == OpKind::quantized_matmul;
+}
+
+// Calls fn(std::integral_constant<OpKind, kind>) for a product's kind.
+template <typename Fn>
+decltype(auto) visit_product(OpKind kind, Fn&& fn) {
+  switch (kind) {
+    case OpKind::conv2d:
+      return fn(std::integral_constant<OpKind, OpKind::conv2d>{});
+    case OpKind::quantized_conv2d:
+      return fn(std::integral_constant<OpKind, OpKind::quantized_conv2d>{});
+    case OpKind::quantized_matmul:
+      return fn(std::integral_constant<OpKind, OpKind::quantized_matmul>{});
+    default:
+      return fn(std::integral_constant<OpKind, OpKind::matmul>{});
+  }
+}
+
+// Sets the fused_relu attribute of a product node; false when it was set already.
 template <OpKind Kind>
 bool fuse_relu_into(Node& node) {
   auto attrs = op_attrs<Kind>(node.attrs);
@@ -40,29 +62,30 @@ bool fuse_relu_into(Node& node) {
   return true;
 }
 
-// The fused flags of a conv2d or matmul node.
+// The fused flags of a product node.
 struct ProductFusion {
   bool relu = false;
   bool add = false;
 };
 ProductFusion product_fusion(const Node& node) {
-  if (node.kind == OpKind::conv2d) {
-    const auto attrs = op_attrs<OpKind::conv2d>(node.attrs);
-    return {attrs.fused_relu, attrs.fused_add};
-  }
-  const auto attrs = op_attrs<OpKind::matmul>(node.attrs);
-  return {attrs.fused_relu, attrs.fused_add};
+  return visit_product(node.kind, [&](auto kind) {
+    const auto attrs = op_attrs<decltype(kind)::value>(node.attrs);
+    return ProductFusion{attrs.fused_relu, attrs.fused_add};
+  });
 }
 
-// "conv2d+bias+add+relu": what a fused conv2d or matmul node runs, for the listing.
+// "conv2d+bias+add+relu": what a fused product node runs, for the listing. The integer products
+// always add a bias.
 std::string product_label(const Node& node) {
   const ProductFusion fusion = product_fusion(node);
-  return std::string(op_name(node.kind)) +
-         (has_bias_input(node.inputs.size(), fusion.add) ? "+bias" : "") +
-         (fusion.add ? "+add" : "") + (fusion.relu ? "+relu" : "");
+  const bool bias = node.kind == OpKind::quantized_conv2d ||
+                    node.kind == OpKind::quantized_matmul ||
+                    has_bias_input(node.inputs.size(), fusion.add);
+  return std::string(op_name(node.kind)) + (bias ? "+bias" : "") + (fusion.add ? "+add" : "") +
+         (fusion.relu ? "+relu" : "");
 }
 
-// Sets the fused_add attribute of a conv2d or matmul node.
+// Sets the fused_add attribute of a product node.
 template <OpKind Kind>
 void fuse_add_into(Node& node) {
   auto attrs = op_attrs<Kind>(node.attrs);
@@ -280,7 +303,7 @@ void fuse_residual_adds(Graph& graph, PassCounts& counts) {
       }
       const std::size_t place = found->second;
       Node& maker = graph.nodes[place];
-      if (maker.kind != OpKind::conv2d && maker.kind != OpKind::matmul) continue;
+      if (!is_product(maker.kind)) continue;
       const ProductFusion fusion = product_fusion(maker);
       if (fusion.add || fusion.relu) continue;
       const TensorMeta& residual_meta = graph.values[static_cast<std::size_t>(residual)].meta;
@@ -294,11 +317,7 @@ void fuse_residual_adds(Graph& graph, PassCounts& counts) {
         safe = !graph.writes(graph.nodes[between]) ||
                !touches(graph, graph.nodes[between], graph.root(residual));
       if (!safe) continue;
-      if (maker.kind == OpKind::conv2d) {
-        fuse_add_into<OpKind::conv2d>(maker);
-      } else {
-        fuse_add_into<OpKind::matmul>(maker);
-      }
+      visit_product(maker.kind, [&](auto kind) { fuse_add_into<decltype(kind)::value>(maker); });
       maker.inputs.push_back(residual);
       maker.outputs[0] = add.outputs[0];
       maker.label = product_label(maker);
@@ -327,9 +346,9 @@ void fuse_activations(Graph& graph, PassCounts& counts) {
     Node& maker = graph.nodes[found->second];
     bool fused = false;
     if (activation.kind == OpKind::relu) {
-      fused = maker.kind == OpKind::conv2d   ? fuse_relu_into<OpKind::conv2d>(maker)
-              : maker.kind == OpKind::matmul ? fuse_relu_into<OpKind::matmul>(maker)
-                                             : false;
+      fused = is_product(maker.kind) && visit_product(maker.kind, [&](auto kind) {
+                return fuse_relu_into<decltype(kind)::value>(maker);
+              });
       if (fused) maker.label = product_label(maker);
     } else if (maker.kind == OpKind::max_pool2d_backward &&
                maker.inputs[1] == activation.inputs[1]) {

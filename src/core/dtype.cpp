@@ -14,6 +14,7 @@ std::size_t dtype_size(DType dtype) {
     case DType::i64: return 8;
     case DType::u8: return 1;
     case DType::boolean: return 1;
+    case DType::i8: return 1;
   }
   return 0;
 }
@@ -28,6 +29,7 @@ const char* dtype_name(DType dtype) {
     case DType::i64: return "i64";
     case DType::u8: return "u8";
     case DType::boolean: return "bool";
+    case DType::i8: return "i8";
   }
   return "?";
 }
@@ -41,8 +43,9 @@ DType parse_dtype(const std::string& name) {
   if (name == "i64" || name == "int64") return DType::i64;
   if (name == "u8" || name == "uint8") return DType::u8;
   if (name == "bool") return DType::boolean;
+  if (name == "i8" || name == "int8") return DType::i8;
   throw InvalidArgument("unknown dtype '" + name +
-                        "'; use one of f32, f64, bf16, f16, i32, i64, u8, bool");
+                        "'; use one of f32, f64, bf16, f16, i32, i64, u8, i8, bool");
 }
 
 bool is_floating(DType dtype) {

@@ -252,8 +252,8 @@ void format_element(std::ostream& out, const Tensor& host, std::int64_t index) {
     const T value = static_cast<const T*>(host.raw_data())[index];
     if constexpr (std::is_same_v<T, bool>) {
       out << (value ? "true" : "false");
-    } else if constexpr (std::is_same_v<T, std::uint8_t>) {
-      out << static_cast<int>(value);
+    } else if constexpr (std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::int8_t>) {
+      out << static_cast<int>(value);  // a number, not a character
     } else if constexpr (std::is_integral_v<T>) {
       out << value;
     } else {

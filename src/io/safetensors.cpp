@@ -34,7 +34,7 @@ struct DTypeName {
 };
 constexpr DTypeName kDTypeNames[] = {
     {DType::f32, "F32"}, {DType::f64, "F64"}, {DType::bf16, "BF16"}, {DType::f16, "F16"},
-    {DType::i32, "I32"}, {DType::i64, "I64"}, {DType::u8, "U8"},     {DType::boolean, "BOOL"},
+    {DType::i32, "I32"}, {DType::i64, "I64"}, {DType::u8, "U8"}, {DType::i8, "I8"},     {DType::boolean, "BOOL"},
 };
 // Valid in the format, but without a Tandem dtype to load them into.
 constexpr const char* kForeignDTypes[] = {"I8",  "I16",     "U16",     "U32",

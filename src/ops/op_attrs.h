@@ -102,6 +102,16 @@ struct FakeQuantizeAttrs {
   std::int64_t quant_min = -128;  // the integer range: [-128, 127] for int8, [0, 255] for uint8
   std::int64_t quant_max = 127;
 };
+// quantized_conv2d and quantized_matmul: inputs (x, input_scale, weights, weight_scale, bias[,
+// residual]); fused_relu and fused_add as Conv2DAttrs' (set by a compiled step's fusion pass).
+struct QuantizedConv2DAttrs : Conv2DAttrs {
+  bool input_unsigned = false;  // x quantised to [0, 255]; else [-128, 127]
+};
+struct QuantizedMatmulAttrs {
+  bool input_unsigned = false;
+  bool fused_relu = false;
+  bool fused_add = false;
+};
 
 // An optimizer update's attributes. lanes > 1 is a compiled step's multi-tensor update, made
 // by its grouping pass, never by the wrappers: `lanes` updates with these options and one
@@ -220,6 +230,18 @@ constexpr auto attr_fields(std::type_identity<FakeQuantizeAttrs>) {
   return std::tuple{AttrField{"quant_min", &FakeQuantizeAttrs::quant_min},
                     AttrField{"quant_max", &FakeQuantizeAttrs::quant_max}};
 }
+constexpr auto attr_fields(std::type_identity<QuantizedConv2DAttrs>) {
+  using A = QuantizedConv2DAttrs;
+  return std::tuple_cat(conv_fields<A>(),
+                        std::tuple{AttrField<A, bool>{"fused_relu", &A::fused_relu},
+                                   AttrField<A, bool>{"fused_add", &A::fused_add},
+                                   AttrField<A, bool>{"input_unsigned", &A::input_unsigned}});
+}
+constexpr auto attr_fields(std::type_identity<QuantizedMatmulAttrs>) {
+  return std::tuple{AttrField{"input_unsigned", &QuantizedMatmulAttrs::input_unsigned},
+                    AttrField{"fused_relu", &QuantizedMatmulAttrs::fused_relu},
+                    AttrField{"fused_add", &QuantizedMatmulAttrs::fused_add}};
+}
 constexpr auto attr_fields(std::type_identity<AllReduceAttrs>) {
   return std::tuple{AttrField{"replicas", &AllReduceAttrs::replicas}};
 }
@@ -287,6 +309,8 @@ TANDEM_OP_ATTRS(adam_update, AdamUpdateAttrs)
 TANDEM_OP_ATTRS(all_reduce, AllReduceAttrs)
 TANDEM_OP_ATTRS(fused_elementwise, FusedElementwiseAttrs)
 TANDEM_OP_ATTRS(fake_quantize, FakeQuantizeAttrs)
+TANDEM_OP_ATTRS(quantized_conv2d, QuantizedConv2DAttrs)
+TANDEM_OP_ATTRS(quantized_matmul, QuantizedMatmulAttrs)
 #undef TANDEM_OP_ATTRS
 
 template <OpKind Kind>

@@ -118,6 +118,8 @@ double lowest_value(DType dtype) {
       return static_cast<double>(std::numeric_limits<std::int32_t>::lowest());
     case DType::i64:
       return static_cast<double>(std::numeric_limits<std::int64_t>::lowest());
+    case DType::i8:
+      return static_cast<double>(std::numeric_limits<std::int8_t>::lowest());
     case DType::u8:
     case DType::boolean:
       return 0.0;

@@ -62,6 +62,8 @@ std::string StablehloEmitter::element_type(DType dtype) {
       return "ui8";
     case DType::boolean:
       return "i1";
+    case DType::i8:
+      return "i8";
   }
   return "?";
 }

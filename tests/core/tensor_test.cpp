@@ -25,7 +25,7 @@ TEST(Tensor, ShapeDtypeDeviceAndAlignment) {
 
 TEST(Tensor, EveryDtypeRoundTripsThroughFull) {
   for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64,
-                      DType::u8, DType::boolean}) {
+                      DType::u8, DType::boolean, DType::i8}) {
     const Tensor t = Tensor::full({4}, 3.0, dtype);
     EXPECT_EQ(t.dtype(), dtype);
     EXPECT_EQ(t.nbytes(), 4 * dtype_size(dtype));
@@ -81,6 +81,9 @@ TEST(Tensor, PrintsShapeDtypeAndValues) {
   EXPECT_NE(big.to_string().find("..."), std::string::npos);
   EXPECT_NE(Tensor::scalar(2.5).to_string().find("2.5"), std::string::npos);
   EXPECT_EQ(Tensor().to_string(), "Tensor(undefined)");
+  // 8-bit integers print as numbers, not characters.
+  const std::string int8 = Tensor::from_vector<std::int8_t>({-128, 65, 127}, {3}).to_string();
+  EXPECT_NE(int8.find("[-128, 65, 127]"), std::string::npos) << int8;
 }
 
 TEST(DType, Bfloat16RoundsToNearestEven) {
@@ -109,6 +112,9 @@ TEST(DType, Float16ConvertsNormalsSubnormalsAndOverflow) {
 TEST(DType, ParsesNamesAndRejectsUnknown) {
   EXPECT_EQ(parse_dtype("bfloat16"), DType::bf16);
   EXPECT_EQ(parse_dtype("f32"), DType::f32);
+  EXPECT_EQ(parse_dtype("int8"), DType::i8);
+  EXPECT_EQ(dtype_name(DType::i8), std::string("i8"));
+  EXPECT_EQ(dtype_size(DType::i8), 1u);
   EXPECT_THROW(parse_dtype("float128"), InvalidArgument);
   EXPECT_EQ(Device::parse("cuda:1"), Device::cuda(1));
   EXPECT_EQ(Device::parse("cpu"), Device::cpu());

@@ -88,6 +88,8 @@ std::optional<dnnl::memory::data_type> onednn_data_type(DType dtype) {
       return dt::s32;
     case DType::u8:
       return dt::u8;
+    case DType::i8:
+      return dt::s8;
     default:
       return std::nullopt;
   }

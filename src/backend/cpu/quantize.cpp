@@ -1,11 +1,25 @@
 // CPU fake_quantize: one pass, each element divided by its scale (not multiplied by a
 // reciprocal, which rounds differently), rounded ties-to-even, shifted, clamped and scaled back,
 // every step in the compute type (f32; f64 for f64) as the StableHLO lowering does.
+//
+// quantized_conv2d and quantized_matmul: x quantised by the same division into a u8/s8 buffer,
+// then oneDNN's int8 primitives (AMX or VNNI where the CPU has them) with the per-channel scale
+// product as output scales and the bias, residual and relu as post-ops, so the f32 result is
+// scale * sum + bias as the op defines it. The scales are baked into a primitive, so each layer
+// (its geometry, scales and weights tensor) gets its own cache entry, which also keeps the
+// weights reordered into the primitive's layout: the weights of an int8 model are constants.
+// Integer loops (exact int32 sums) run where oneDNN would take its reference kernel and are what
+// the oneDNN path is tested against.
+#include <bit>
 #include <cmath>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/loops.h"
+#include "backend/cpu/onednn.h"
+#include "backend/cpu/primitive_cache.h"
+#include "backend/cpu/window_kernels.h"
 #include "ops/op_attrs.h"
+#include "tandem/runtime.h"
 
 namespace tandem::cpu {
 namespace {
@@ -42,10 +56,282 @@ void fake_quantize_kernel(const KernelContext& c) {
   });
 }
 
+// ---- integer products ----
+using dnnl::memory;
+
+// What both products share: the quantised input's range and the per-channel output scales.
+struct QuantizedProduct {
+  bool input_unsigned = false;
+  bool fused_relu = false;
+  bool fused_add = false;
+  float input_scale = 1.0f;
+  std::vector<float> output_scales;  // input_scale * weight_scale[c]: (C_out,)
+};
+
+template <OpKind Kind>
+QuantizedProduct quantized_product(const KernelContext& c) {
+  const auto attrs = op_attrs<Kind>(c.attrs);
+  QuantizedProduct product{
+      attrs.input_unsigned, attrs.fused_relu, attrs.fused_add, c.inputs[1].data<float>()[0], {}};
+  const float* weight_scale = c.inputs[3].data<float>();
+  for (std::int64_t channel = 0; channel < c.inputs[3].numel(); ++channel)
+    product.output_scales.push_back(product.input_scale * weight_scale[channel]);
+  return product;
+}
+
+// x / scale rounded ties-to-even and clamped to Q's range, as fake_quantize computes q.
+template <typename Q>
+void quantize_input(const Tensor& x, float scale, Q* q) {
+  const float* values = x.data<float>();
+  const auto low = static_cast<float>(std::numeric_limits<Q>::lowest());
+  const auto high = static_cast<float>(std::numeric_limits<Q>::max());
+  parallel_for(x.numel(), 16, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i)
+      q[i] = static_cast<Q>(std::fmin(std::fmax(std::nearbyint(values[i] / scale), low), high));
+  });
+}
+
+// x quantised into a new u8 or s8 tensor of its shape.
+Tensor quantized_input(const Tensor& x, const QuantizedProduct& product) {
+  Tensor q = Tensor::empty(x.shape(), product.input_unsigned ? DType::u8 : DType::i8);
+  if (product.input_unsigned) {
+    quantize_input(x, product.input_scale, q.data<std::uint8_t>());
+  } else {
+    quantize_input(x, product.input_scale, q.data<std::int8_t>());
+  }
+  return q;
+}
+
+// y = acc * output_scale[c] + bias[c] (+ residual), then relu: the op's definition, in f32.
+float finish(std::int32_t acc, std::int64_t channel, std::int64_t index, const QuantizedProduct& p,
+             const float* bias, const float* residual) {
+  float y =
+      static_cast<float>(acc) * p.output_scales[static_cast<std::size_t>(channel)] + bias[channel];
+  if (residual != nullptr) y += residual[index];
+  return p.fused_relu ? (y > 0.0f ? y : 0.0f) : y;
+}
+
+const float* residual_of(const KernelContext& c, const QuantizedProduct& p) {
+  return p.fused_add ? c.inputs.back().data<float>() : nullptr;
+}
+
+template <typename Q>
+void quantized_conv_loops(const KernelContext& c, const Window2D& g, const QuantizedProduct& p,
+                          const Q* q) {
+  const std::int8_t* filter = c.inputs[2].data<std::int8_t>();  // (KH, KW, C_in, C_out)
+  const float* bias = c.inputs[4].data<float>();
+  const float* residual = residual_of(c, p);
+  float* y = c.outputs[0].data<float>();  // (N, OH, OW, C_out)
+  const std::int64_t cell_stride = g.in_c * g.out_c;
+  parallel_for(g.batch * g.out_h, g.out_w * g.k_h * g.k_w * cell_stride,
+               [&](std::int64_t begin, std::int64_t end) {
+                 std::vector<std::int32_t> acc(static_cast<std::size_t>(g.out_c));  // (C_out,)
+                 for (std::int64_t row = begin; row < end; ++row) {
+                   const std::int64_t n = row / g.out_h;
+                   const std::int64_t oh = row % g.out_h;
+                   for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+                     std::fill(acc.begin(), acc.end(), 0);
+                     for_each_window_cell(g, oh, ow, [&](auto kh, auto kw, auto ih, auto iw) {
+                       const Q* x_cell = q + ((n * g.in_h + ih) * g.in_w + iw) * g.in_c;
+                       const std::int8_t* f_cell = filter + (kh * g.k_w + kw) * cell_stride;
+                       for (std::int64_t ci = 0; ci < g.in_c; ++ci) {
+                         const std::int32_t x_value = x_cell[ci];
+                         for (std::int64_t co = 0; co < g.out_c; ++co)
+                           acc[co] += x_value * f_cell[ci * g.out_c + co];
+                       }
+                     });
+                     const std::int64_t base = (row * g.out_w + ow) * g.out_c;
+                     for (std::int64_t co = 0; co < g.out_c; ++co)
+                       y[base + co] = finish(acc[co], co, base + co, p, bias, residual);
+                   }
+                 }
+               });
+}
+
+template <typename Q>
+void quantized_matmul_loops(const KernelContext& c, const QuantizedProduct& p, const Q* q) {
+  const std::int8_t* weights = c.inputs[2].data<std::int8_t>();  // (K, N)
+  const std::int64_t k = c.inputs[2].dim(0);
+  const std::int64_t columns = c.inputs[2].dim(1);
+  const float* bias = c.inputs[4].data<float>();
+  const float* residual = residual_of(c, p);
+  float* y = c.outputs[0].data<float>();  // (rows, N)
+  const std::int64_t rows = k == 0 ? 0 : c.inputs[0].numel() / k;
+  parallel_for(rows, k * columns, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<std::int32_t> acc(static_cast<std::size_t>(columns));  // (N,)
+    for (std::int64_t row = begin; row < end; ++row) {
+      std::fill(acc.begin(), acc.end(), 0);
+      for (std::int64_t i = 0; i < k; ++i) {
+        const std::int32_t x_value = q[row * k + i];
+        for (std::int64_t column = 0; column < columns; ++column)
+          acc[column] += x_value * weights[i * columns + column];
+      }
+      for (std::int64_t column = 0; column < columns; ++column)
+        y[row * columns + column] =
+            finish(acc[column], column, row * columns + column, p, bias, residual);
+    }
+  });
+}
+
+// A primitive for one layer with its weights in the primitive's layout.
+struct QuantizedPrimitive {
+  dnnl::primitive primitive;
+  memory::desc x;
+  memory::desc y;
+  memory::desc bias;  // the binary post-op's operand: one value per output channel
+  memory weights;
+  bool reference = false;  // oneDNN has no int8 kernel but its reference one: the loops run
+};
+
+// The output scales, the bias as a binary add, a residual as a sum, then relu: applied in that
+// order to each result before it is stored.
+dnnl::primitive_attr quantized_attr(const QuantizedProduct& p, const memory::desc& bias) {
+  dnnl::primitive_attr attr;
+  attr.set_output_scales(1 << 1, p.output_scales);
+  dnnl::post_ops post_ops;
+  post_ops.append_binary(dnnl::algorithm::binary_add, bias);
+  if (p.fused_add) post_ops.append_sum(1.0f);
+  if (p.fused_relu) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  attr.set_post_ops(post_ops);
+  return attr;
+}
+
+// Weights from our layout into the primitive's.
+memory reordered_weights(const memory::desc& ours, const memory::desc& chosen,
+                         const Tensor& weights) {
+  memory source(ours, onednn_engine(), weights.raw_data());
+  memory target(chosen, onednn_engine());
+  execute(dnnl::reorder(source, target), {{DNNL_ARG_FROM, source}, {DNNL_ARG_TO, target}});
+  return target;
+}
+
+// What makes a layer's primitive: the op's geometry key, then the fused flags, the weights
+// tensor (its identity) and each output scale's bits.
+PrimitiveKey layer_key(PrimitiveKey key, const QuantizedProduct& p, const Tensor& weights) {
+  key.push_back(p.input_unsigned);
+  key.push_back(p.fused_relu);
+  key.push_back(p.fused_add);
+  key.push_back(static_cast<std::int64_t>(weights.id()));
+  for (float scale : p.output_scales)
+    key.push_back(std::bit_cast<std::uint32_t>(scale));
+  return key;
+}
+
+// Enough entries for every layer of a large model at a few batch sizes.
+constexpr std::size_t kLayerCacheCapacity = 512;
+
+QuantizedPrimitive build_quantized_conv(const Window2D& g, const QuantizedProduct& p,
+                                        const Tensor& filter) {
+  const DType input_dtype = p.input_unsigned ? DType::u8 : DType::i8;
+  const memory::desc x = nhwc_desc(g.input_shape(), input_dtype);
+  const memory::desc y = nhwc_desc(g.output_shape(), DType::f32);
+  const memory::desc bias({1, g.out_c, 1, 1}, memory::data_type::f32, memory::format_tag::nchw);
+  const memory::dims filter_dims{g.out_c, g.in_c, g.k_h, g.k_w};
+  const dnnl::convolution_forward::primitive_desc pd(
+      dnnl::convolution_forward::desc(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x,
+          memory::desc(filter_dims, memory::data_type::s8, memory::format_tag::any), memory::desc(),
+          y, onednn_strides(g), onednn_dilates(g), onednn_padding_l(g), onednn_padding_r(g)),
+      quantized_attr(p, bias), onednn_engine());
+  const memory::desc ours(filter_dims, memory::data_type::s8, memory::format_tag::hwio);
+  return {dnnl::convolution_forward(pd),
+          x,
+          y,
+          bias,
+          reordered_weights(ours, pd.weights_desc(), filter),
+          is_reference_implementation(pd.impl_info_str())};
+}
+
+QuantizedPrimitive build_quantized_matmul(std::int64_t rows, std::int64_t k, std::int64_t columns,
+                                          const QuantizedProduct& p, const Tensor& weights) {
+  const memory::desc x({rows, k}, p.input_unsigned ? memory::data_type::u8 : memory::data_type::s8,
+                       memory::format_tag::ab);
+  const memory::desc y({rows, columns}, memory::data_type::f32, memory::format_tag::ab);
+  const memory::desc bias({1, columns}, memory::data_type::f32, memory::format_tag::ab);
+  const dnnl::matmul::primitive_desc pd(
+      dnnl::matmul::desc(x,
+                         memory::desc({k, columns}, memory::data_type::s8, memory::format_tag::any),
+                         memory::desc(), y),
+      quantized_attr(p, bias), onednn_engine());
+  const memory::desc ours({k, columns}, memory::data_type::s8, memory::format_tag::ab);
+  return {dnnl::matmul(pd),
+          x,
+          y,
+          bias,
+          reordered_weights(ours, pd.weights_desc(), weights),
+          is_reference_implementation(pd.impl_info_str())};
+}
+
+// build(), or an entry that sends the op to the loops where oneDNN has no int8 primitive for it.
+template <typename Build>
+QuantizedPrimitive or_loops(Build&& build) {
+  try {
+    return build();
+  } catch (const dnnl::error&) {
+    QuantizedPrimitive loops;
+    loops.reference = true;
+    return loops;
+  }
+}
+
+// Runs a layer's primitive on the quantised input; the residual, if any, is copied into the
+// output first (the sum post-op adds what the output holds).
+void run_quantized(const KernelContext& c, const QuantizedPrimitive& layer,
+                   const QuantizedProduct& p, const Tensor& q) {
+  const Tensor& y = c.outputs[0];
+  if (p.fused_add) {
+    const Tensor& residual = c.inputs.back();
+    std::copy_n(residual.data<float>(), residual.numel(), y.data<float>());
+  }
+  execute(layer.primitive,
+          {{DNNL_ARG_SRC, wrap(layer.x, q)},
+           {DNNL_ARG_WEIGHTS, layer.weights},
+           {DNNL_ARG_DST, wrap(layer.y, y)},
+           {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, wrap(layer.bias, c.inputs[4])}});
+}
+
+void quantized_conv2d_kernel(const KernelContext& c) {
+  static PrimitiveCache<QuantizedPrimitive> cache(kLayerCacheCapacity);
+  const auto attrs = op_attrs<OpKind::quantized_conv2d>(c.attrs);
+  const Window2D g = conv_window(op_name(c.kind), c.inputs[0].shape(), c.inputs[2].shape(), attrs);
+  const QuantizedProduct p = quantized_product<OpKind::quantized_conv2d>(c);
+  const Tensor q = quantized_input(c.inputs[0], p);
+  std::shared_ptr<const QuantizedPrimitive> layer;
+  if (c.outputs[0].numel() > 0 && g.in_c > 0) {
+    layer = cache.get(layer_key(window_key(c.kind, DType::f32, g), p, c.inputs[2]), [&] {
+      return or_loops([&] { return build_quantized_conv(g, p, c.inputs[2]); });
+    });
+  }
+  if (layer && !layer->reference) return run_quantized(c, *layer, p, q);
+  if (p.input_unsigned) return quantized_conv_loops(c, g, p, q.data<std::uint8_t>());
+  quantized_conv_loops(c, g, p, q.data<std::int8_t>());
+}
+
+void quantized_matmul_kernel(const KernelContext& c) {
+  static PrimitiveCache<QuantizedPrimitive> cache(kLayerCacheCapacity);
+  const QuantizedProduct p = quantized_product<OpKind::quantized_matmul>(c);
+  const Tensor q = quantized_input(c.inputs[0], p);
+  const std::int64_t k = c.inputs[2].dim(0);
+  const std::int64_t columns = c.inputs[2].dim(1);
+  const std::int64_t rows = k == 0 ? 0 : c.inputs[0].numel() / k;
+  std::shared_ptr<const QuantizedPrimitive> layer;
+  if (rows > 0 && k > 0 && columns > 0) {
+    layer = cache.get(
+        layer_key({static_cast<std::int64_t>(c.kind), rows, k, columns}, p, c.inputs[2]), [&] {
+          return or_loops([&] { return build_quantized_matmul(rows, k, columns, p, c.inputs[2]); });
+        });
+  }
+  if (layer && !layer->reference) return run_quantized(c, *layer, p, q);
+  if (p.input_unsigned) return quantized_matmul_loops(c, p, q.data<std::uint8_t>());
+  quantized_matmul_loops(c, p, q.data<std::int8_t>());
+}
+
 }  // namespace
 
 void register_quantize_kernels(KernelTable& table) {
   table.set(OpKind::fake_quantize, fake_quantize_kernel, floating_dtypes_mask());
+  table.set(OpKind::quantized_conv2d, quantized_conv2d_kernel, dtype_mask({DType::f32}));
+  table.set(OpKind::quantized_matmul, quantized_matmul_kernel, dtype_mask({DType::f32}));
 }
 
 }  // namespace tandem::cpu

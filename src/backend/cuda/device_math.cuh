@@ -109,6 +109,9 @@ void visit_any(DType dtype, Fn&& fn) {
     case DType::u8:
       fn(std::uint8_t{});
       return;
+    case DType::i8:
+      fn(std::int8_t{});
+      return;
     case DType::boolean:
       fn(bool{});
       return;

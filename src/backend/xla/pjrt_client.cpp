@@ -93,6 +93,8 @@ PJRT_Buffer_Type buffer_type(DType dtype) {
       return PJRT_Buffer_Type_U8;
     case DType::boolean:
       return PJRT_Buffer_Type_PRED;
+    case DType::i8:
+      return PJRT_Buffer_Type_S8;
   }
   return PJRT_Buffer_Type_INVALID;
 }

@@ -1154,6 +1154,96 @@ void quantize_cases(CaseList& list) {
            }});
 }
 
+// The integer products: x quantised with a power-of-two scale (exact division everywhere, as for
+// fake_quantize) to uint8 (x in [0, 4], the top clamped at 255) or int8, whole-number int8
+// weights, per-channel scales and a bias; and with the fusion pass's residual and relu. The sums
+// stay below 2^24, so XLA's f32 product of the integer values is exact as well.
+Inputs quantized_inputs(InputMaker& in, const Shape& x, const Shape& weights, bool is_unsigned) {
+  const std::int64_t channels = weights.back();
+  std::vector<float> scales;
+  for (std::int64_t c = 0; c < channels; ++c)
+    scales.push_back(0.001f * static_cast<float>(1 + c % 5));
+  const Tensor x_values = is_unsigned ? in.uniform(x, 0, 4) : in.uniform(x, -2, 2);
+  return {x_values, f32_on(x_values, {1.0f / 64}, {}),
+          cast(in.integers(weights, -127, 127), DType::i8), f32_on(x_values, scales, {channels}),
+          in.uniform({channels})};
+}
+
+void quantized_product_cases(CaseList& list) {
+  for (const bool is_unsigned : {true, false}) {
+    list.add({.op = K::quantized_conv2d,
+              .name = is_unsigned ? "uint8_same" : "int8_strided_valid",
+              .instance =
+                  [is_unsigned](InputMaker& in) {
+                    const Conv2DOptions options =
+                        is_unsigned ? Conv2DOptions{{1, 1}, Padding::same, {1, 1}}
+                                    : Conv2DOptions{{2, 2}, Padding::valid, {1, 1}};
+                    const ConvGeometry g = conv_geometry(in, options);
+                    return Instance{quantized_inputs(in, g.input, g.filter, is_unsigned),
+                                    [options, is_unsigned](const Inputs& x) {
+                                      return Outputs{quantized_conv2d(x[0], {x[1], is_unsigned},
+                                                                      x[2], x[3], x[4], options)};
+                                    }};
+                  },
+              .grad = false,
+              .compare_gradients = false,
+              .dtypes = {DType::f32}});
+  }
+  list.add({.op = K::quantized_conv2d,
+            .name = "fused_add_relu",
+            .instance =
+                [](InputMaker& in) {
+                  QuantizedConv2DAttrs attrs;
+                  static_cast<Conv2DOptions&>(attrs) = {{1, 1}, Padding::same, {1, 1}};
+                  attrs.fused_relu = attrs.fused_add = attrs.input_unsigned = true;
+                  const ConvGeometry g = conv_geometry(in, attrs);
+                  Inputs inputs = quantized_inputs(in, g.input, g.filter, true);
+                  inputs.push_back(in.uniform(g.output));
+                  return Instance{std::move(inputs), [attrs](const Inputs& x) {
+                                    return call_op(K::quantized_conv2d, x,
+                                                   make_op_attrs<K::quantized_conv2d>(attrs));
+                                  }};
+                },
+            .grad = false,
+            .compare_gradients = false,
+            .dtypes = {DType::f32}});
+  const auto matmul_shapes = [](InputMaker& in) {
+    const std::int64_t k = in.extent(1, 9, 64, 512);
+    return std::pair{Shape{in.extent(1, 4, 33, 128), k}, Shape{k, in.extent(1, 9, 48, 256)}};
+  };
+  list.add({.op = K::quantized_matmul,
+            .name = "int8",
+            .instance =
+                [matmul_shapes](InputMaker& in) {
+                  const auto [x, weights] = matmul_shapes(in);
+                  return Instance{
+                      quantized_inputs(in, x, weights, false), [](const Inputs& x) {
+                        return Outputs{quantized_matmul(x[0], {x[1], false}, x[2], x[3], x[4])};
+                      }};
+                },
+            .grad = false,
+            .compare_gradients = false,
+            .dtypes = {DType::f32}});
+  list.add({.op = K::quantized_matmul,
+            .name = "uint8_fused_add_relu",
+            .instance =
+                [matmul_shapes](InputMaker& in) {
+                  const auto [x, weights] = matmul_shapes(in);
+                  Inputs inputs = quantized_inputs(in, x, weights, true);
+                  inputs.push_back(in.uniform({x[0], weights[1]}));
+                  return Instance{
+                      std::move(inputs), [](const Inputs& x) {
+                        return call_op(
+                            K::quantized_matmul, x,
+                            make_op_attrs<K::quantized_matmul>(
+                                {.input_unsigned = true, .fused_relu = true, .fused_add = true}));
+                      }};
+                },
+            .grad = false,
+            .compare_gradients = false,
+            .dtypes = {DType::f32}});
+}
+
 std::vector<OpCase> make_cases() {
   CaseList list;
   elementwise_cases(list);
@@ -1169,6 +1259,7 @@ std::vector<OpCase> make_cases() {
   collective_cases(list);
   fused_cases(list);
   quantize_cases(list);
+  quantized_product_cases(list);
   std::vector<OpCase> cases = list.release();
   std::stable_sort(cases.begin(), cases.end(),
                    [](const OpCase& a, const OpCase& b) { return a.op < b.op; });
