@@ -1,8 +1,10 @@
-// Inference speed of a zoo model in Tandem, three ways: Model::predict (eager, no tape), predict
-// of the model with its batch norms folded (nn::fold_batch_norms), and that folded model run as
-// a compiled function (tandem::function: one planned graph, ReLUs and residual adds fused into
-// the convolutions as oneDNN post-ops); and the files onnxruntime needs to run the same model on
-// the same inputs: the model exported to ONNX and the input batches.
+// Inference speed of a zoo model in Tandem, four ways: Model::predict (eager, no tape), predict
+// of the model with its batch norms folded (nn::fold_batch_norms), that folded model run as a
+// compiled function (tandem::function: one planned graph, ReLUs and residual adds fused into the
+// convolutions as oneDNN post-ops), and the model quantised to int8 (post-training, min-max
+// calibration on 64 random images) on the integer kernels, compiled (quantization::integer_model);
+// and the files onnxruntime needs to run the same models on the same inputs: the f32 model and
+// the int8 one (QDQ form) exported to ONNX, and the input batches with Tandem's outputs.
 // bench/inference_vs_onnxruntime.py runs both sides, same threads, and prints the comparison.
 //
 //   build/bench/inference --out DIR [--model resnet50] [--image-size 112] [--batch 8]
@@ -121,7 +123,7 @@ int main(int argc, char** argv) {
       return std::vector<Tensor>{folded(in[0], /*training=*/false)};
     });
     const NoGradGuard no_grad;
-    const std::string ways =
+    std::string ways =
         figures(
             "tandem eager", [&](const Tensor& x) { return model.predict(x, x.dim(0)); }, one, batch,
             settings.repeats) +
@@ -133,6 +135,24 @@ int main(int argc, char** argv) {
         figures(
             "tandem folded compiled", [&](const Tensor& x) { return compiled({x})[0]; }, one, batch,
             settings.repeats);
+
+    data::TensorDataset calibration(
+        random_uniform({64, side, side, channels}, 0.0, 1.0, DType::f32, generator),
+        Tensor::zeros({64}, DType::i32));
+    calibration.batch(16);
+    quantization::quantize_model(model, calibration);
+    io::export_onnx(model, settings.out + "/model_int8.onnx");
+    nn::Model integer = quantization::integer_model(model);
+    tandem::Function integer_compiled("int8 inference", [&](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{integer(in[0], /*training=*/false)};
+    });
+    io::save_safetensors(settings.out + "/int8_outputs.safetensors",
+                         {{"one_output", integer_compiled({one})[0]},
+                          {"batch_output", integer_compiled({batch})[0]}});
+    ways += ", " + figures(
+                       "tandem int8 compiled",
+                       [&](const Tensor& x) { return integer_compiled({x})[0]; }, one, batch,
+                       settings.repeats);
     std::printf(
         "{\"model\": \"%s\", \"image_size\": %lld, \"batch\": %lld, \"threads\": %d, "
         "\"repeats\": %d, \"weights\": %lld, \"ways\": {%s}}\n",

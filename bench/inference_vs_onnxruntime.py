@@ -1,12 +1,15 @@
-"""Tandem's f32 inference against onnxruntime's on the same model, inputs and threads.
+"""Tandem's f32 and int8 inference against onnxruntime's on the same models, inputs and threads.
 
   python3 bench/inference_vs_onnxruntime.py [--model resnet50] [--image-size 112] [--batch 8]
                                             [--threads 2] [--repeats 30] [--runs 3]
 
 build/bench/inference builds the zoo model, exports it to ONNX, saves the input batches and
-times Tandem three ways (eager predict; predict with the batch norms folded; the folded model as
-a compiled function); then onnxruntime (CPUExecutionProvider, intra-op threads as
-Tandem's, sequential execution) loads that ONNX file and runs the same inputs. The two alternate
+times Tandem four ways (eager predict; predict with the batch norms folded; the folded model as
+a compiled function; the model quantised to int8 on the integer kernels, compiled); then
+onnxruntime (CPUExecutionProvider, intra-op threads as Tandem's, sequential execution) loads the
+f32 ONNX file and the int8 one (QDQ form, which onnxruntime runs on its int8 kernels) and runs
+the same inputs. f32 outputs must agree within 1e-4; int8 ones are reported (the two round
+differently at grid lines, so a few activations may be one step apart). The two alternate
 for --runs rounds, so machine noise lands on both; the table gives the median over the rounds of
 each side's figures, and the spread. Needs the interop group (scripts/python-env.sh interop).
 """
@@ -22,7 +25,8 @@ import time
 import numpy as np
 
 
-def onnxruntime_figures(directory, threads, repeats):
+def onnxruntime_figures(directory, threads, repeats, model="model.onnx",
+                        outputs="inputs.safetensors", tolerance=1e-4):
     import onnxruntime as ort
     from safetensors.numpy import load_file
 
@@ -30,14 +34,16 @@ def onnxruntime_figures(directory, threads, repeats):
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    session = ort.InferenceSession(os.path.join(directory, "model.onnx"), options,
+    session = ort.InferenceSession(os.path.join(directory, model), options,
                                    providers=["CPUExecutionProvider"])
     data = load_file(os.path.join(directory, "inputs.safetensors"))
+    expected = load_file(os.path.join(directory, outputs))
+    difference = 0.0
     for name in ("one", "batch"):
         got = session.run(["output"], {"input": data[name]})[0]
-        difference = float(np.max(np.abs(got - data[name + "_output"])))
-        if difference > 1e-4:
-            sys.exit(f"onnxruntime and Tandem disagree on '{name}' by {difference}")
+        difference = max(difference, float(np.max(np.abs(got - expected[name + "_output"]))))
+        if difference > tolerance:
+            sys.exit(f"onnxruntime and Tandem disagree on '{name}' of {model} by {difference}")
 
     def timed(x):
         seconds = []
@@ -56,7 +62,7 @@ def onnxruntime_figures(directory, threads, repeats):
                            "p99": 1e3 * np.percentile(latency, 99)},
             "images_per_sec": {"median": statistics.median(throughput), "min": min(throughput),
                                "max": max(throughput)},
-            "version": ort.__version__}
+            "version": ort.__version__, "difference": difference}
 
 
 def main():
@@ -81,7 +87,10 @@ def main():
                 rounds.setdefault(way, []).append(figures)
             rounds.setdefault("onnxruntime", []).append(
                 onnxruntime_figures(directory, args.threads, args.repeats))
-    print(f"{args.model} at {args.image_size}x{args.image_size}, f32, {args.threads} threads, "
+            rounds.setdefault("onnxruntime int8", []).append(
+                onnxruntime_figures(directory, args.threads, args.repeats, "model_int8.onnx",
+                                    "int8_outputs.safetensors", tolerance=1.0))
+    print(f"{args.model} at {args.image_size}x{args.image_size}, {args.threads} threads, "
           f"{args.runs} rounds of {args.repeats} timed calls (onnxruntime "
           f"{rounds['onnxruntime'][0]['version']})\n")
     print("| | batch 1 p50 ms | p90 ms | p99 ms | batch %d images/s (median, min-max of rounds) |"
@@ -92,12 +101,18 @@ def main():
         rates = [r["images_per_sec"]["median"] for r in runs]
         print(f"| {side} | {p['p50']:.2f} | {p['p90']:.2f} | {p['p99']:.2f} | "
               f"{statistics.median(rates):.1f} ({min(rates):.1f}-{max(rates):.1f}) |")
-    ort_rate = statistics.median(r["images_per_sec"]["median"] for r in rounds["onnxruntime"])
-    for side, runs in rounds.items():
-        if side == "onnxruntime":
+    def rate(side):
+        return statistics.median(r["images_per_sec"]["median"] for r in rounds[side])
+
+    int8_difference = max(r["difference"] for r in rounds["onnxruntime int8"])
+    print(f"\nint8 outputs, onnxruntime against Tandem: largest difference {int8_difference:.2e}")
+    for side in rounds:
+        if side.startswith("onnxruntime"):
             continue
-        rate = statistics.median(r["images_per_sec"]["median"] for r in runs)
-        print(f"{side} / onnxruntime throughput: {rate / ort_rate:.2f}x")
+        peer = "onnxruntime int8" if "int8" in side else "onnxruntime"
+        print(f"{side} / {peer} throughput: {rate(side) / rate(peer):.2f}x")
+    print(f"tandem int8 compiled / tandem folded compiled throughput: "
+          f"{rate('tandem int8 compiled') / rate('tandem folded compiled'):.2f}x")
 
 
 if __name__ == "__main__":

@@ -289,6 +289,9 @@ struct BenchOptions {
   int peer_timeout_seconds = 1800;
   std::string command;   // recorded in the report
   std::string cpu_name;  // the CPU's model, for the report
+  // `tandem bench --inference` (src/cli/inference.cpp): inference latency and throughput on the
+  // CPU instead of training steps; precisions fp32 and int8.
+  bool inference = false;
 };
 // Runs every combination present, skips the rest with the reason, adds estimates and peers.
 // Progress lines go to `log`.

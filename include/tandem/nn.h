@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "tandem/mixed_precision.h"
+#include "tandem/ops.h"
 #include "tandem/random.h"
 #include "tandem/tensor.h"
 #include "tandem/train.h"
@@ -96,14 +97,29 @@ using ConfigValue =
     std::variant<bool, std::int64_t, std::uint64_t, double, std::string, std::vector<std::int64_t>>;
 using LayerConfig = std::map<std::string, ConfigValue>;
 
-// Simulated quantisation of a layer (tandem/quantization.h makes them): a layer with one passes
+// What a Dense or Conv2D layer runs quantized_matmul or quantized_conv2d (tandem/ops.h) with.
+struct IntegerProduct {
+  QuantizedInput input;
+  Tensor weights;       // i8, the kernel's shape
+  Tensor weight_scale;  // (C_out,) f32
+  Tensor bias;          // (C_out,) f32: the layer's, or zeros
+};
+
+// Quantisation of a layer (tandem/quantization.h makes them). Simulated: a layer with one passes
 // its input through input() before call(), and Dense and Conv2D pass their kernel through
 // kernel() (output channels last), so the forward pass computes what the integer kernels will.
+// Integer (an int8 model for inference): Dense and Conv2D run the integer kernels on what
+// integer_product() gives, and input() leaves x as it is.
 class LayerQuantizer {
  public:
   virtual ~LayerQuantizer() = default;
   virtual Tensor input(const Tensor& x) = 0;
   virtual Tensor kernel(const Tensor& kernel) = 0;
+  // The integer kernels' operands for the layer's `kernel` and `bias` (undefined: none), or
+  // nullptr while the quantizer simulates.
+  virtual const IntegerProduct* integer_product(const Tensor& kernel, const Tensor& bias) {
+    return nullptr;
+  }
   // What decides the graph the quantizer adds (its mode and fixed ranges): part of the compiled
   // training step's signature, so a change retraces the step.
   virtual std::string signature() const = 0;
@@ -178,6 +194,9 @@ class LayerBase {
   // `kernel` (output channels last) as call() uses it: through the quantizer, if any, and cast
   // to the compute dtype (mixed precision keeps the variables in float32).
   Tensor kernel_for_call(const Tensor& kernel, DType compute_dtype) const;
+  // The quantizer's integer operands for `kernel` and `bias`, or nullptr (no quantizer, or one
+  // that simulates).
+  const IntegerProduct* integer_product(const Tensor& kernel, const Tensor& bias) const;
 
  private:
   struct Weight {

@@ -90,6 +90,15 @@ std::vector<InputQuantization> quantized_inputs(const nn::Model& model);
 std::shared_ptr<Quantization> restore_quantization(nn::Model& model,
                                                    const std::vector<InputQuantization>& inputs);
 
+// The quantised `model` for inference on the integer kernels (quantized_conv2d, quantized_matmul
+// in tandem/ops.h: oneDNN's int8 primitives on the CPU): rebuilt with its batch norms folded into
+// the layers before them (nn::fold_batch_norms; with per-channel weight scales folding commutes
+// with quantising, so it computes what the simulation does up to f32 rounding), each quantised
+// layer on int8 weights made once from its folded kernel. `model` is unchanged. The result is
+// for inference: training it would not move its int8 weights. Throws InvalidArgument for a model
+// without quantised layers.
+nn::Model integer_model(const nn::Model& model);
+
 // A kernel (output channels last) in int8, per output channel, as the quantised layer computes
 // with it: scales[c] = max |w_c| / 127 (a channel of zeros keeps the smallest positive float),
 // values = round(w / scale) (ties to even), in [-127, 127].

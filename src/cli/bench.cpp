@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "cli/inference.h"
 #include "cli/strategy_options.h"
 #include "core/files.h"
 #include "tandem/bench.h"
@@ -94,15 +95,10 @@ const OptionTable<bench::BenchOptions>& run_options() {
                }
              }
            }},
-          {"--precision", "LIST", "fp32, bf16, comma-separated (default fp32)",
+          {"--precision", "LIST",
+           "fp32, bf16 (training) or fp32, int8 (--inference), comma-separated (default fp32)",
            [](O& options, const std::string& option, const std::string& text) {
              options.precisions = split_list(option, text);
-             for (const std::string& precision : options.precisions) {
-               if (precision != "fp32" && precision != "bf16") {
-                 throw UsageError(option + ": unknown precision '" + precision +
-                                  "'; use fp32 or bf16");
-               }
-             }
            }},
           {"--batch-size", "LIST", "batch sizes per replica, comma-separated (default 64)",
            [](O& options, const std::string& option, const std::string& text) {
@@ -111,6 +107,12 @@ const OptionTable<bench::BenchOptions>& run_options() {
                options.batch_sizes.push_back(parse_positive_integer(option, item));
            }},
           {"--threads", "N", "CPU threads (default: every core)", into(&O::threads, as_int)},
+          {"--inference", "",
+           "measure inference instead: batch-1 latency percentiles, throughput at each "
+           "--batch-size and model size, f32 with batch norms folded or int8 (--precision int8: "
+           "quantised after training on 64 synthetic examples, oneDNN's int8 kernels), compiled, "
+           "on the CPU; --steps calls per window",
+           flag(&O::inference)},
           {"--warmup-steps", "N", "untimed steps first (default 5)",
            into(&O::warmup_steps, as_int)},
           {"--steps", "N", "steps per timed window (default 20)", into(&O::steps, as_int)},
@@ -174,6 +176,28 @@ const OptionTable<bench::BenchOptions>& run_options() {
            into(&O::peer_timeout_seconds, as_int)},
       },
       {[](O& options, const ParsedArgs& args) {
+        const std::vector<std::string> precisions = options.inference
+                                                        ? std::vector<std::string>{"fp32", "int8"}
+                                                        : std::vector<std::string>{"fp32", "bf16"};
+        for (const std::string& precision : options.precisions) {
+          if (std::find(precisions.begin(), precisions.end(), precision) == precisions.end()) {
+            throw UsageError(
+                "--precision: unknown precision '" + precision + "'; use " + precisions[0] +
+                " or " + precisions[1] +
+                (options.inference ? " with --inference" : " (int8 with --inference)"));
+          }
+        }
+        if (options.inference) {
+          for (const char* option : {"--preset", "--devices", "--epochs", "--dataset-size",
+                                     "--data", "--peers", "--estimate", "--prices",
+                                     "--price-per-hour", "--learning-rate", "--epoch-examples"}) {
+            if (args.has(option)) {
+              throw UsageError(std::string(option) +
+                               " is for training runs; --inference measures inference on the CPU "
+                               "(drop one of them)");
+            }
+          }
+        }
         if (args.has("--data") && options.epochs == 0) options.epochs = 1;
         if (options.epochs > 0 && options.dataset_size == 0) options.dataset_size = 1000;
       }});
@@ -285,6 +309,12 @@ int run_bench(const ParsedArgs& args) {
   }
   if (const auto warning = thread_count_warning(options.threads)) {
     std::cerr << "warning: " << *warning << "\n";
+  }
+  if (options.inference) {
+    if (!output.csv.empty() || !output.html.empty()) {
+      throw UsageError("--inference writes its report with --json (no --csv or --html)");
+    }
+    return run_inference_bench(options, output.json);
   }
   const bench::Report report = bench::run(options, std::cerr);
   print_epochs(report);

@@ -4,22 +4,20 @@
 // bits). Pixels are scaled to [0, 1] as the training data was; an image of another size is
 // resized, another channel count converted.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <iostream>
 #include <numeric>
-#include <optional>
 #include <sstream>
 
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "cli/inference.h"
 #include "core/files.h"
 #include "core/tensor_copy.h"
 #include "tandem/autodiff.h"
 #include "tandem/bench.h"
-#include "tandem/compile.h"
 #include "tandem/data.h"
 #include "tandem/image.h"
 #include "tandem/io.h"
@@ -249,96 +247,30 @@ const OptionTable<PredictOptions>& predict_options() {
   return table;
 }
 
-// The inference path: a float model with its batch norms folded into their convolutions
-// (nn::fold_batch_norms), run as one compiled graph per batch size (ReLUs and residual adds fused
-// into the convolutions); a last partial batch is padded to the batch size rather than compiled
-// again. A quantised model runs as it is: its int8 simulation.
-class Inference {
- public:
-  explicit Inference(nn::Model& model)
-      : model_(model),
-        quantized_(!quantization::quantized_inputs(model).empty()),
-        folded_(quantized_ ? std::nullopt : std::optional(nn::fold_batch_norms(model))),
-        compiled_("predict", [this](const std::vector<Tensor>& in) {
-          return std::vector<Tensor>{(*folded_)(in[0], /*training=*/false)};
-        }) {}
-
-  std::string description() const {
-    return quantized_ ? "int8 kernels simulated in f32 kernels"
-                      : "f32, batch norms folded, compiled";
-  }
-
-  Tensor predict(const Tensor& images, std::int64_t batch_size) {
-    if (quantized_) return model_.predict(images, batch_size);
-    const NoGradGuard no_grad;
-    const std::int64_t count = images.dim(0);
-    const std::int64_t batch = std::min(batch_size, count);
-    std::vector<Tensor> outputs;
-    for (std::int64_t start = 0; start < count; start += batch) {
-      const std::int64_t rows = std::min(batch, count - start);
-      Tensor x = tandem::detail::rows(images, start, rows);  // (rows, H, W, C)
-      if (rows < batch) {
-        x = concat({x, Tensor::zeros(padded_shape(x, batch - rows), x.dtype(), x.device())}, 0);
-      }
-      outputs.push_back(tandem::detail::rows(compiled_({x})[0], 0, rows));
-    }
-    return outputs.size() == 1 ? outputs.front() : concat(outputs, 0);
-  }
-
- private:
-  static Shape padded_shape(const Tensor& x, std::int64_t rows) {
-    Shape shape = x.shape();
-    shape[0] = rows;
-    return shape;
-  }
-
-  nn::Model& model_;
-  bool quantized_;
-  std::optional<nn::Model> folded_;
-  tandem::Function compiled_;
-};
-
-double seconds_of(const std::function<void()>& run) {
-  const auto start = std::chrono::steady_clock::now();
-  run();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 // --timing: the model's size (its weights as stored; a quantised model's int8 layout), the
 // latency of one image at a time and the throughput of batches, each after a warm-up call.
-void print_timing(nn::Model& model, Inference& inference, const Tensor& images,
+void print_timing(const nn::Model& model, Inference& inference, const Tensor& images,
                   std::int64_t batch_size, std::ostream& out) {
-  const std::vector<quantization::InputQuantization> quantized =
-      quantization::quantized_inputs(model);
-  std::size_t bytes = 0;
-  if (quantized.empty()) {
-    for (const Tensor& weight : model.weights())
-      bytes += weight.nbytes();
-  } else {
-    bytes = quantization::int8_weight_bytes(model).size();
-  }
   out << "timing: model '" << model.name() << "', " << model.count_params() << " weights, "
-      << format_memory_size(bytes) << (quantized.empty() ? " (f32)" : " (int8)") << "; "
-      << inference.description() << "\n";
+      << format_memory_size(inference_model_bytes(model))
+      << (inference.quantized() ? " (int8)" : " (f32)") << "; " << inference.description() << "\n";
   const std::int64_t count = images.dim(0);
   const std::int64_t singles = std::min<std::int64_t>(count, 200);
-  std::vector<double> latency;
-  inference.predict(tandem::detail::rows(images, 0, 1), 1);
-  for (std::int64_t i = 0; i < singles; ++i) {
-    const Tensor one = tandem::detail::rows(images, i, 1);
-    latency.push_back(seconds_of([&] { (void)inference.predict(one, 1).to_vector<float>(); }));
-  }
+  std::int64_t next = 0;
+  const std::vector<double> latency = time_calls(
+      [&] {
+        const Tensor one = tandem::detail::rows(images, next++ % singles, 1);
+        (void)inference.predict(one, 1).to_vector<float>();
+      },
+      1, static_cast<int>(singles));
   out << "timing: batch 1, " << singles << " images: latency p50 "
       << fixed(1e3 * bench::quantile(latency, 0.50), 2) << " ms, p90 "
       << fixed(1e3 * bench::quantile(latency, 0.90), 2) << " ms, p99 "
       << fixed(1e3 * bench::quantile(latency, 0.99), 2) << " ms\n";
   std::vector<double> rates;
-  (void)model.predict(images, batch_size).to_vector<float>();
-  for (int pass = 0; pass < 5; ++pass) {
-    rates.push_back(static_cast<double>(count) / seconds_of([&] {
-                      (void)model.predict(images, batch_size).to_vector<float>();
-                    }));
-  }
+  for (const double seconds :
+       time_calls([&] { (void)inference.predict(images, batch_size).to_vector<float>(); }, 1, 5))
+    rates.push_back(static_cast<double>(count) / seconds);
   out << "timing: batch " << std::min(batch_size, count) << ", " << count
       << " images: " << fixed(bench::quantile(rates, 0.50), 1) << " images/s (median of 5 passes, "
       << fixed(*std::min_element(rates.begin(), rates.end()), 1) << "-"

@@ -60,7 +60,12 @@ class Conv2DLayer final : public LayerBase {
   }
 
   Tensor call(std::span<const Tensor> inputs, bool) override {
-    const Tensor& x = inputs[0];                                // (N, H, W, C_in)
+    const Tensor& x = inputs[0];  // (N, H, W, C_in)
+    if (const IntegerProduct* integer = integer_product(kernel_, bias_)) {
+      return apply_activation(
+          activation_, quantized_conv2d(cast(x, DType::f32), integer->input, integer->weights,
+                                        integer->weight_scale, integer->bias, conv_));
+    }
     const Tensor kernel = kernel_for_call(kernel_, x.dtype());  // (KH, KW, C_in, filters)
     const Tensor y = use_bias_ ? conv2d(x, kernel, cast(bias_, x.dtype()), conv_)
                                : conv2d(x, kernel, conv_);  // (N, OH, OW, filters)

@@ -45,7 +45,12 @@ class DenseLayer final : public LayerBase {
   }
 
   Tensor call(std::span<const Tensor> inputs, bool) override {
-    const Tensor& x = inputs[0];                                // (..., in)
+    const Tensor& x = inputs[0];  // (..., in)
+    if (const IntegerProduct* integer = integer_product(kernel_, bias_)) {
+      return apply_activation(
+          activation_, quantized_matmul(cast(x, DType::f32), integer->input, integer->weights,
+                                        integer->weight_scale, integer->bias));
+    }
     const Tensor kernel = kernel_for_call(kernel_, x.dtype());  // (in, units)
     const Tensor y =
         use_bias_ ? matmul(x, kernel, cast(bias_, x.dtype())) : matmul(x, kernel);  // (..., units)

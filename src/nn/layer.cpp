@@ -120,6 +120,10 @@ Tensor LayerBase::kernel_for_call(const Tensor& kernel, DType compute_dtype) con
   return cast(quantizer_ ? quantizer_->kernel(kernel) : kernel, compute_dtype);
 }
 
+const IntegerProduct* LayerBase::integer_product(const Tensor& kernel, const Tensor& bias) const {
+  return quantizer_ ? quantizer_->integer_product(kernel, bias) : nullptr;
+}
+
 void LayerBase::set_trainable(bool trainable) {
   trainable_ = trainable;
   for (Weight& weight : weights_)

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "tandem/autodiff.h"
@@ -27,10 +28,13 @@ constexpr std::int64_t kWeightLevels = 127;
 // a histogram of |x| up to it) before it quantises.
 class Int8Quantizer final : public nn::LayerQuantizer {
  public:
-  enum class Phase { observe_range, observe_histogram, quantize };
+  // quantize: simulated in f32 kernels; integer: the integer kernels run (inference).
+  enum class Phase { observe_range, observe_histogram, quantize, integer };
 
   Tensor input(const Tensor& x) override {
     switch (phase_) {
+      case Phase::integer:
+        return x;  // quantized_conv2d/quantized_matmul quantise it
       case Phase::observe_range: {
         const NoGradGuard no_grad;
         const Tensor values = cast(x, DType::f32);
@@ -82,12 +86,31 @@ class Int8Quantizer final : public nn::LayerQuantizer {
                 kernel.dtype());
   }
 
+  // The int8 weights are made from `kernel` once (again only for another kernel tensor), so the
+  // integer kernels see the same weights tensor on every call and keep it in their layout.
+  const nn::IntegerProduct* integer_product(const Tensor& kernel, const Tensor& bias) override {
+    if (phase_ != Phase::integer) return nullptr;
+    if (!integer_ || integer_kernel_id_ != kernel.id()) {
+      const Int8Kernel int8 = quantize_kernel(kernel);
+      const Device device = kernel.device();
+      const Shape channels{kernel.shape().back()};
+      integer_ = nn::IntegerProduct{
+          {Tensor::from_vector<float>({static_cast<float>(quantization_.scale)}, {}).to(device),
+           quantization_.is_unsigned},
+          Tensor::from_vector<std::int8_t>(int8.values, kernel.shape()).to(device),
+          Tensor::from_vector<float>(int8.scales, channels).to(device),
+          bias.defined() ? cast(bias, DType::f32) : Tensor::zeros(channels, DType::f32, device)};
+      integer_kernel_id_ = kernel.id();
+    }
+    return &*integer_;
+  }
+
   std::string signature() const override {
     std::ostringstream text;
     text.precision(17);
-    if (phase_ != Phase::quantize) return "calibrating";
-    text << (quantization_.is_unsigned ? "uint8" : "int8") << " input scale "
-         << quantization_.scale;
+    if (phase_ != Phase::quantize && phase_ != Phase::integer) return "calibrating";
+    text << (quantization_.is_unsigned ? "uint8" : "int8") << " input scale " << quantization_.scale
+         << (phase_ == Phase::integer ? " integer kernels" : "");
     return text.str();
   }
 
@@ -101,7 +124,7 @@ class Int8Quantizer final : public nn::LayerQuantizer {
   void set_quantization(const InputQuantization& quantization) { quantization_ = quantization; }
   // The calibrated input, once the quantizer quantises.
   const InputQuantization* quantization() const {
-    return phase_ == Phase::quantize ? &quantization_ : nullptr;
+    return phase_ == Phase::quantize || phase_ == Phase::integer ? &quantization_ : nullptr;
   }
 
  private:
@@ -112,6 +135,8 @@ class Int8Quantizer final : public nn::LayerQuantizer {
   InputQuantization quantization_;
   Tensor scale_;
   Tensor zero_point_;
+  std::optional<nn::IntegerProduct> integer_;
+  std::uint64_t integer_kernel_id_ = 0;
 };
 
 // The smallest threshold keeping `percentile` % of the histogram's values: the upper edge of the
@@ -328,8 +353,12 @@ std::vector<InputQuantization> quantized_inputs(const nn::Model& model) {
   return inputs;
 }
 
-std::shared_ptr<Quantization> restore_quantization(nn::Model& model,
-                                                   const std::vector<InputQuantization>& inputs) {
+namespace {
+
+// Puts quantizers with these calibrated inputs on `model`'s layers, in `phase`.
+std::shared_ptr<Quantization> quantize_with(nn::Model& model,
+                                            const std::vector<InputQuantization>& inputs,
+                                            Int8Quantizer::Phase phase) {
   std::vector<std::string> names;
   for (const InputQuantization& input : inputs) {
     if (!(input.scale > 0.0) || !std::isfinite(input.scale)) {
@@ -348,11 +377,30 @@ std::shared_ptr<Quantization> restore_quantization(nn::Model& model,
     });
     auto quantizer = std::make_shared<Int8Quantizer>();
     quantizer->set_quantization(*input);
-    quantizer->set_phase(Int8Quantizer::Phase::quantize);
+    quantizer->set_phase(phase);
     found.layer.impl().set_quantizer(quantizer);
     quantized.push_back(found.layer);
   }
   return std::make_shared<Quantization>(std::move(quantized), inputs);
+}
+
+}  // namespace
+
+std::shared_ptr<Quantization> restore_quantization(nn::Model& model,
+                                                   const std::vector<InputQuantization>& inputs) {
+  return quantize_with(model, inputs, Int8Quantizer::Phase::quantize);
+}
+
+nn::Model integer_model(const nn::Model& model) {
+  const std::vector<InputQuantization> inputs = quantized_inputs(model);
+  if (inputs.empty()) {
+    throw InvalidArgument("integer_model: model '" + model.name() +
+                          "' has no quantised layer; quantise it first (quantize_model, or "
+                          "`tandem train --quantize int8`)");
+  }
+  nn::Model folded = nn::fold_batch_norms(model);
+  quantize_with(folded, inputs, Int8Quantizer::Phase::integer);
+  return folded;
 }
 
 Int8Kernel quantize_kernel(const Tensor& kernel) {

@@ -1,11 +1,13 @@
 // `tandem bench`, run as a user runs it: a tiny matrix with an absent device, the report files,
-// compare, the price table's errors and the option checks.
+// compare, the price table's errors and the option checks; and `tandem bench --inference`.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <regex>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/cli_runner.h"
 
@@ -150,6 +152,48 @@ TEST(BenchCli, OptionsAreChecked) {
                                       "1", "--warmup-steps", "1", "--threads", "1"});
   EXPECT_EQ(estimate.status, 1);
   expect_contains(estimate.err, "no published figures for 'B300'");
+}
+
+// f32 and int8 inference of the CNN: the table, the int8/fp32 line and the JSON report, whose
+// int8 model stores a byte per kernel weight.
+TEST(BenchCli, InferenceMeasuresLatencyThroughputAndSizeOfF32AndInt8) {
+  ScratchDir dir;
+  const std::string json = dir.file("inference.json");
+  const CliResult result = run_cli({"bench", "--inference", "--model", "cnn", "--precision",
+                                    "fp32,int8", "--batch-size", "1,4", "--steps", "2", "--windows",
+                                    "2", "--warmup-steps", "1", "--threads", "1", "--json", json});
+  ASSERT_EQ(result.status, 0) << result.err;
+  expect_contains(result.out,
+                  "| model | precision | size | batch 1 p50 ms | p90 ms | p99 ms | "
+                  "batch 1 images/s | batch 4 images/s |");
+  expect_contains(result.out, "| cnn | fp32 | ");
+  expect_contains(result.out, "| cnn | int8 | ");
+  expect_contains(result.out, "cnn: int8 / fp32 batch-1 latency ");
+  const nlohmann::json report = nlohmann::json::parse(slurp(json));
+  ASSERT_EQ(report.at("rows").size(), 2u);
+  const nlohmann::json& f32 = report.at("rows")[0];
+  const nlohmann::json& int8 = report.at("rows")[1];
+  EXPECT_EQ(f32.at("precision"), "fp32");
+  EXPECT_EQ(int8.at("precision"), "int8");
+  EXPECT_LT(int8.at("model_bytes").get<double>(), 0.3 * f32.at("model_bytes").get<double>());
+  for (const nlohmann::json& row : report.at("rows")) {
+    EXPECT_GT(row.at("latency_ms").at("p50").get<double>(), 0.0);
+    EXPECT_LE(row.at("latency_ms").at("p50").get<double>(),
+              row.at("latency_ms").at("p99").get<double>());
+    ASSERT_EQ(row.at("images_per_sec").size(), 2u);
+    EXPECT_EQ(row.at("images_per_sec")[1].at("batch"), 4);
+    EXPECT_GT(row.at("images_per_sec")[1].at("median").get<double>(), 0.0);
+  }
+}
+
+TEST(BenchCli, InferenceOptionsAreChecked) {
+  expect_error({"bench", "--precision", "int8"}, 2, {"use fp32 or bf16 (int8 with --inference)"});
+  expect_error({"bench", "--inference", "--precision", "bf16"}, 2,
+               {"use fp32 or int8 with --inference"});
+  expect_error({"bench", "--inference", "--devices", "cuda"}, 2,
+               {"--devices is for training runs; --inference measures inference on the CPU"});
+  expect_error({"bench", "--inference", "--csv", "x.csv"}, 2,
+               {"--inference writes its report with --json"});
 }
 
 }  // namespace
