@@ -551,8 +551,10 @@ class Sequential : public Model {
 // The model rebuilt for inference: each BatchNormalization that only normalises a Conv2D's or
 // Dense's output is folded into that layer's kernel and bias (the layer gains a bias), as
 // inference engines fold it; every other layer is rebuilt with its weights. It predicts what
-// `model` does, to rounding, with one pass over memory fewer per folded pair. Throws
-// InvalidArgument for an unbuilt model or a custom layer without a config.
+// `model` does, to rounding, with one pass over memory fewer per folded pair. Its weights are
+// copies and constants (Tensor::is_constant), so the kernels keep their filters in the layouts
+// they run (they cannot be trained or set). Throws InvalidArgument for an unbuilt model or a
+// custom layer without a config.
 Model fold_batch_norms(const Model& model);
 
 // ---------------------------------------------------------------------------------------------

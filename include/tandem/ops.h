@@ -315,9 +315,8 @@ FakeQuantizeResult fake_quantize(const Tensor& x, const Tensor& scale, const Ten
 // exact integer sums; and y[..., c] = input_scale * weight_scale[c] * sum(q w) + bias[c], in f32.
 // What fake_quantize's simulation computes up to the rounding of the f32 sums. input_scale is
 // an f32 scalar operand, weight_scale and bias (C_out,) f32. On the CPU they run on oneDNN's int8
-// kernels (AMX or VNNI where the CPU has them), which keep each weights tensor reordered into
-// their layout: give changed weights as a new tensor, never written into the old one. XLA
-// lowers them; CUDA has no kernel yet. No gradient: training runs the simulation
+// kernels (AMX or VNNI where the CPU has them), which keep constant weights
+// (Tensor::is_constant) reordered into their layout. XLA lowers them; CUDA has no kernel yet. No gradient: training runs the simulation
 // (fake_quantize), these run the trained model.
 struct QuantizedInput {
   Tensor scale;  // f32 scalar

@@ -107,6 +107,12 @@ class Tensor {
   // tf.GradientTape watches trainable tf.Variables.
   bool is_variable() const;
   void set_variable(bool variable);
+  // A constant's value never changes (the weights of a model made for inference), so kernels may
+  // keep forms derived from it, such as oneDNN's reordered filters, for as long as it lives.
+  // Ops that write in place, set_data() and copies into it refuse a constant; writing through
+  // raw_data() breaks the promise.
+  bool is_constant() const;
+  void set_constant(bool constant);
   // Optional name shown in errors and used by model summaries and checkpoints.
   const std::string& name() const;
   void set_name(const std::string& name);

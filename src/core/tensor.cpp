@@ -16,6 +16,7 @@ struct Tensor::Impl {
   std::size_t offset = 0;
   std::uint64_t id = 0;
   bool is_variable = false;
+  bool is_constant = false;
   std::string name;
   // Non-empty for a symbolic tensor (a value of a step being traced): what produced it.
   std::string symbolic_origin;
@@ -223,8 +224,22 @@ void Tensor::set_data(const Tensor& value) {
                           shape_str(shape()) + ", got " + given +
                           "; give a value of the same shape and dtype");
   }
+  if (impl_->is_constant) {
+    throw InvalidArgument("Tensor::set_data: " + (name().empty() ? "a tensor" : name()) +
+                          " is a constant (an inference model's weight); make the model again "
+                          "from the changed weights");
+  }
   impl_->storage = value.impl_->storage;
   impl_->offset = value.impl_->offset;
+}
+
+bool Tensor::is_constant() const {
+  return impl_ && impl_->is_constant;
+}
+
+void Tensor::set_constant(bool constant) {
+  TANDEM_ASSERT(impl_, "set_constant() on an undefined tensor");
+  impl_->is_constant = constant;
 }
 
 bool Tensor::is_variable() const {

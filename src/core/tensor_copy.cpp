@@ -10,6 +10,11 @@ void copy_into(const Tensor& dst, const Tensor& src, const std::string& what) {
                           shape_str(dst.shape()) + ", got " + dtype_name(src.dtype()) + " " +
                           shape_str(src.shape()) + "; cast or reshape it first");
   }
+  if (dst.is_constant()) {
+    throw InvalidArgument(what +
+                          ": the target is a constant (an inference model's weight); make "
+                          "the model again from the changed weights");
+  }
   const Tensor local = src.to(dst.device());
   if (local.raw_data() == dst.raw_data()) return;
   device_memory(dst.device().type).copy_within(dst.raw_data(), local.raw_data(), dst.nbytes());

@@ -96,6 +96,8 @@ Model fold_batch_norms(const Model& model) {
   Model folded(values.at(nodes.front().get()), values.at(output), model.name());
   for (const auto& [layer, values_of_layer] : weights)
     layer.set_weights(values_of_layer);
+  for (Tensor weight : folded.weights())
+    weight.set_constant(true);
   return folded;
 }
 

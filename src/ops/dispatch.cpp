@@ -151,6 +151,18 @@ std::vector<Tensor> call_op(OpKind kind, const std::vector<Tensor>& inputs, cons
                             " is an undefined tensor");
     }
   }
+  if (def.writes_aliased_inputs) {
+    for (const int alias : def.output_aliases) {
+      // An alias past the inputs given is an optional input left out (SGD's momentum slot).
+      if (alias >= 0 && alias < count && inputs[static_cast<std::size_t>(alias)].is_constant()) {
+        const std::string& name = inputs[static_cast<std::size_t>(alias)].name();
+        throw InvalidArgument(std::string(def.name) + ": writes into input " +
+                              std::to_string(alias) + (name.empty() ? "" : " (" + name + ")") +
+                              ", a constant (an inference model's weight); make the model again "
+                              "from the changed weights");
+      }
+    }
+  }
   const Device device = count > 0 ? inputs[0].device() : Device::cpu();
   for (int i = 1; i < count; ++i) {
     if (inputs[i].device() != device) {

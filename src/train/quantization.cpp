@@ -100,6 +100,9 @@ class Int8Quantizer final : public nn::LayerQuantizer {
           Tensor::from_vector<std::int8_t>(int8.values, kernel.shape()).to(device),
           Tensor::from_vector<float>(int8.scales, channels).to(device),
           bias.defined() ? cast(bias, DType::f32) : Tensor::zeros(channels, DType::f32, device)};
+      // Constants: the integer kernels keep them in their layout.
+      for (Tensor* tensor : {&integer_->weights, &integer_->weight_scale, &integer_->bias})
+        tensor->set_constant(true);
       integer_kernel_id_ = kernel.id();
     }
     return &*integer_;

@@ -38,6 +38,20 @@ TEST(FoldBatchNorms, TrainedStatisticsFoldIntoTheConvolutionBefore) {
   expect_same_predictions(trained, folded, {6, 6, 1});
 }
 
+TEST(FoldBatchNorms, TheFoldedModelsWeightsAreConstantCopies) {
+  Model model = testing::small_model();
+  Model folded = fold_batch_norms(model);
+  for (const Tensor& weight : folded.weights())
+    EXPECT_TRUE(weight.is_constant()) << weight.name();
+  for (const Tensor& weight : model.weights())
+    EXPECT_FALSE(weight.is_constant()) << weight.name();
+  const Layer dense = folded.layers().back();
+  EXPECT_NE(testing::error_of([&] {
+              dense.set_weights(dense.weights());
+            }).find("is a constant (an inference model's weight); make the model again"),
+            std::string::npos);
+}
+
 TEST(FoldBatchNorms, EveryResidualBlocksBatchNormsFold) {
   clear_session();
   manual_seed(5);

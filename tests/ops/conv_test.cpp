@@ -1,5 +1,6 @@
 // conv2d and its backward ops: hand-derived values, the oneDNN path (f32, bf16) against the f64
-// loops on assorted geometries, finite-difference gradients, cost, attributes and errors.
+// loops on assorted geometries, constant filters kept reordered, finite-difference gradients,
+// cost, attributes and errors.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -205,6 +206,23 @@ TEST(Conv2D, RepeatedCallsReuseCachedPrimitivesCorrectly) {
       expect_close(conv2d(x, filter, o), conv2d(cast(x, DType::f64), cast(filter, DType::f64), o),
                    1e-4);
     }
+  }
+}
+
+// A constant filter is reordered once and kept: later calls, and another constant filter of the
+// same shape, compute with their own values; in-place writes into a constant are refused.
+TEST(Conv2D, ConstantFiltersAreKeptReorderedAndStayConstant) {
+  const Tensor x = random_tensor({1, 14, 14, 16}, -1, 1, 0, DType::f32);
+  for (int round = 0; round < 2; ++round) {
+    Tensor filter = random_tensor({3, 3, 16, 32}, -1, 1, 0, DType::f32);
+    const Tensor expected = conv2d(x, filter, options({1, 1}, Padding::same));
+    filter.set_constant(true);
+    for (int call = 0; call < 2; ++call) {
+      EXPECT_EQ(conv2d(x, filter, options({1, 1}, Padding::same)).to_vector<float>(),
+                expected.to_vector<float>());
+    }
+    EXPECT_THROW(assign(filter, Tensor::zeros(filter.shape())), InvalidArgument);
+    EXPECT_THROW(filter.set_data(Tensor::zeros(filter.shape())), InvalidArgument);
   }
 }
 

@@ -6,12 +6,14 @@
 // then oneDNN's int8 primitives (AMX or VNNI where the CPU has them) with the per-channel scale
 // product as output scales and the bias, residual and relu as post-ops, so the f32 result is
 // scale * sum + bias as the op defines it. The scales are baked into a primitive, so each layer
-// (its geometry, scales and weights tensor) gets its own cache entry, which also keeps the
-// weights reordered into the primitive's layout: the weights of an int8 model are constants.
+// (its geometry and scales) gets its own cache entry; for constant weights (Tensor::is_constant:
+// an int8 model's) the entry, keyed by the weights tensor too, also keeps them reordered into the
+// primitive's layout, which other weights are reordered into on every call.
 // Integer loops (exact int32 sums) run where oneDNN would take its reference kernel and are what
 // the oneDNN path is tested against.
 #include <bit>
 #include <cmath>
+#include <optional>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/loops.h"
@@ -179,7 +181,9 @@ struct QuantizedPrimitive {
   memory::desc x;
   memory::desc y;
   memory::desc bias;  // the binary post-op's operand: one value per output channel
-  memory weights;
+  memory::desc weights_ours;
+  memory::desc weights_chosen;
+  std::optional<memory> constant_weights;  // reordered once, for constant weights
   bool reference = false;  // oneDNN has no int8 kernel but its reference one: the loops run
 };
 
@@ -205,16 +209,24 @@ memory reordered_weights(const memory::desc& ours, const memory::desc& chosen,
   return target;
 }
 
-// What makes a layer's primitive: the op's geometry key, then the fused flags, the weights
-// tensor (its identity) and each output scale's bits.
+// What makes a layer's primitive: the op's geometry key, then the fused flags, constant weights'
+// identity (0 for other weights) and each output scale's bits.
 PrimitiveKey layer_key(PrimitiveKey key, const QuantizedProduct& p, const Tensor& weights) {
   key.push_back(p.input_unsigned);
   key.push_back(p.fused_relu);
   key.push_back(p.fused_add);
-  key.push_back(static_cast<std::int64_t>(weights.id()));
+  key.push_back(weights.is_constant() ? static_cast<std::int64_t>(weights.id()) : 0);
   for (float scale : p.output_scales)
     key.push_back(std::bit_cast<std::uint32_t>(scale));
   return key;
+}
+
+// The entry for `weights`, with them reordered if they are constant.
+QuantizedPrimitive with_weights(QuantizedPrimitive layer, const Tensor& weights) {
+  if (weights.is_constant() && !layer.reference) {
+    layer.constant_weights = reordered_weights(layer.weights_ours, layer.weights_chosen, weights);
+  }
+  return layer;
 }
 
 // Enough entries for every layer of a large model at a few batch sizes.
@@ -233,13 +245,11 @@ QuantizedPrimitive build_quantized_conv(const Window2D& g, const QuantizedProduc
           memory::desc(filter_dims, memory::data_type::s8, memory::format_tag::any), memory::desc(),
           y, onednn_strides(g), onednn_dilates(g), onednn_padding_l(g), onednn_padding_r(g)),
       quantized_attr(p, bias), onednn_engine());
-  const memory::desc ours(filter_dims, memory::data_type::s8, memory::format_tag::hwio);
-  return {dnnl::convolution_forward(pd),
-          x,
-          y,
-          bias,
-          reordered_weights(ours, pd.weights_desc(), filter),
-          is_reference_implementation(pd.impl_info_str())};
+  return with_weights(
+      {dnnl::convolution_forward(pd), x, y, bias,
+       memory::desc(filter_dims, memory::data_type::s8, memory::format_tag::hwio),
+       pd.weights_desc(), std::nullopt, is_reference_implementation(pd.impl_info_str())},
+      filter);
 }
 
 QuantizedPrimitive build_quantized_matmul(std::int64_t rows, std::int64_t k, std::int64_t columns,
@@ -253,13 +263,11 @@ QuantizedPrimitive build_quantized_matmul(std::int64_t rows, std::int64_t k, std
                          memory::desc({k, columns}, memory::data_type::s8, memory::format_tag::any),
                          memory::desc(), y),
       quantized_attr(p, bias), onednn_engine());
-  const memory::desc ours({k, columns}, memory::data_type::s8, memory::format_tag::ab);
-  return {dnnl::matmul(pd),
-          x,
-          y,
-          bias,
-          reordered_weights(ours, pd.weights_desc(), weights),
-          is_reference_implementation(pd.impl_info_str())};
+  return with_weights(
+      {dnnl::matmul(pd), x, y, bias,
+       memory::desc({k, columns}, memory::data_type::s8, memory::format_tag::ab), pd.weights_desc(),
+       std::nullopt, is_reference_implementation(pd.impl_info_str())},
+      weights);
 }
 
 // build(), or an entry that sends the op to the loops where oneDNN has no int8 primitive for it.
@@ -285,7 +293,10 @@ void run_quantized(const KernelContext& c, const QuantizedPrimitive& layer,
   }
   execute(layer.primitive,
           {{DNNL_ARG_SRC, wrap(layer.x, q)},
-           {DNNL_ARG_WEIGHTS, layer.weights},
+           {DNNL_ARG_WEIGHTS,
+            layer.constant_weights
+                ? *layer.constant_weights
+                : reordered_weights(layer.weights_ours, layer.weights_chosen, c.inputs[2])},
            {DNNL_ARG_DST, wrap(layer.y, y)},
            {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, wrap(layer.bias, c.inputs[4])}});
 }
