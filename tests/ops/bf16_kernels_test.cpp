@@ -11,9 +11,12 @@ namespace {
 using testing::expect_close;
 using testing::random_tensor;
 
+// The integer products are the exception: they quantise an f32 input by definition (their shape
+// inference refuses any other), so they have no bf16 form to lack.
 TEST(Bf16Kernels, EveryOpWithAnF32KernelHasABf16One) {
   for (int i = 0; i < kNumOps; ++i) {
     const auto kind = static_cast<OpKind>(i);
+    if (kind == OpKind::quantized_conv2d || kind == OpKind::quantized_matmul) continue;
     if (backend_for(Device::cpu()).supports(kind, DType::f32)) {
       EXPECT_TRUE(backend_for(Device::cpu()).supports(kind, DType::bf16)) << op_name(kind);
     }

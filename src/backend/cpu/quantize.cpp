@@ -26,12 +26,29 @@
 namespace tandem::cpu {
 namespace {
 
+// Elements [begin, end) of a fake_quantize, `channels` scales along the last axis (1: per
+// tensor). Compiled for AVX-512 and AVX2 too, clamping with comparisons (std::fmin/fmax are
+// library calls per element); a NaN q clamps to quant_min as fmax(NaN, low) would put it.
+template <typename T, typename C>
+TANDEM_VECTOR_CLONES void fake_quantize_range(const T* __restrict x, const float* scale,
+                                              const float* zero_point, std::int64_t channels, C low,
+                                              C high, std::int64_t begin, std::int64_t end,
+                                              T* __restrict y, T* __restrict in_range) {
+  for (std::int64_t i = begin; i < end; ++i) {
+    const std::int64_t channel = channels == 1 ? 0 : i % channels;
+    const auto step = static_cast<C>(scale[channel]);
+    const auto zero = static_cast<C>(zero_point[channel]);
+    const C q = std::nearbyint(static_cast<C>(x[i]) / step) + zero;
+    in_range[i] = convert_element<T>(q >= low && q <= high ? C(1) : C(0));
+    const C clamped = q > low ? (q < high ? q : high) : low;
+    y[i] = convert_element<T>((clamped - zero) * step);
+  }
+}
+
 template <typename T>
 void fake_quantize_loops(const KernelContext& c) {
   using C = compute_type_t<T>;
   const auto [quant_min, quant_max] = op_attrs<OpKind::fake_quantize>(c.attrs);
-  const auto low = static_cast<C>(quant_min);
-  const auto high = static_cast<C>(quant_max);
   const T* x = static_cast<const T*>(c.inputs[0].raw_data());
   const float* scale = c.inputs[1].data<float>();
   const float* zero_point = c.inputs[2].data<float>();
@@ -40,14 +57,8 @@ void fake_quantize_loops(const KernelContext& c) {
   T* y = static_cast<T*>(c.outputs[0].raw_data());
   T* in_range = static_cast<T*>(c.outputs[1].raw_data());
   parallel_for(c.inputs[0].numel(), 64, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const std::int64_t channel = channels == 1 ? 0 : i % channels;
-      const auto step = static_cast<C>(scale[channel]);
-      const auto zero = static_cast<C>(zero_point[channel]);
-      const C q = std::nearbyint(static_cast<C>(x[i]) / step) + zero;
-      in_range[i] = convert_element<T>(q >= low && q <= high ? C(1) : C(0));
-      y[i] = convert_element<T>((std::fmin(std::fmax(q, low), high) - zero) * step);
-    }
+    fake_quantize_range<T, C>(x, scale, zero_point, channels, static_cast<C>(quant_min),
+                              static_cast<C>(quant_max), begin, end, y, in_range);
   });
 }
 
