@@ -9,8 +9,9 @@
 // (its geometry and scales) gets its own cache entry; for constant weights (Tensor::is_constant:
 // an int8 model's) the entry, keyed by the weights tensor too, also keeps them reordered into the
 // primitive's layout, which other weights are reordered into on every call.
-// Integer loops (exact int32 sums) run where oneDNN would take its reference kernel and are what
-// the oneDNN path is tested against.
+// Integer loops (exact int32 sums) run where oneDNN has no int8 primitive but its reference one;
+// the oneDNN path is tested against the simulation (fake_quantize around conv2d/matmul) and
+// against XLA's lowering of the ops.
 #include <bit>
 #include <cmath>
 #include <optional>
