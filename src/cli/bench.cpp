@@ -110,8 +110,9 @@ const OptionTable<bench::BenchOptions>& run_options() {
           {"--inference", "",
            "measure inference instead: batch-1 latency percentiles, throughput at each "
            "--batch-size and model size, f32 with batch norms folded or int8 (--precision int8: "
-           "quantised after training on 64 synthetic examples, oneDNN's int8 kernels), compiled, "
-           "on the CPU; --steps calls per window",
+           "post-training quantisation calibrated on 64 synthetic examples, oneDNN's int8 "
+           "kernels), "
+           "compiled, on the CPU, with the model's initial weights; --steps calls per window",
            flag(&O::inference)},
           {"--warmup-steps", "N", "untimed steps first (default 5)",
            into(&O::warmup_steps, as_int)},
