@@ -312,11 +312,12 @@ FakeQuantizeResult fake_quantize(const Tensor& x, const Tensor& scale, const Ten
 // A quantised layer's product in integers (tandem/quantization.h's scheme): x (f32) is quantised
 // per tensor with zero point 0, q = round(x / input_scale) (ties to even) clamped to [0, 255]
 // (input_unsigned) or [-128, 127]; the i8 weights w (output channels last) multiply it with
-// exact integer sums; and y[..., c] = input_scale * weight_scale[c] * sum(q w) + bias[c], in f32.
-// What fake_quantize's simulation computes up to the rounding of the f32 sums. input_scale is
-// an f32 scalar operand, weight_scale and bias (C_out,) f32. On the CPU they run on oneDNN's int8
-// kernels (AMX or VNNI where the CPU has them), which keep constant weights
-// (Tensor::is_constant) reordered into their layout. XLA lowers them; CUDA has no kernel yet. No gradient: training runs the simulation
+// exact integer sums; and y[..., c] = sum(q w) * (input_scale * weight_scale[c]) + bias[c], in
+// f32: what fake_quantize's simulation computes up to the rounding of its f32 sums. input_scale
+// is an f32 scalar operand, weight_scale and bias (C_out,) f32; a NaN in x quantises to the low
+// end of the range. On the CPU they run on oneDNN's int8 kernels (AMX or VNNI where the CPU has
+// them), which keep constant weights (Tensor::is_constant) reordered into their layout. XLA
+// lowers them; CUDA has no kernel yet. No gradient: training runs the simulation
 // (fake_quantize), these run the trained model.
 struct QuantizedInput {
   Tensor scale;  // f32 scalar
@@ -326,7 +327,7 @@ struct QuantizedInput {
 Tensor quantized_conv2d(const Tensor& x, const QuantizedInput& input, const Tensor& filter,
                         const Tensor& filter_scale, const Tensor& bias,
                         const Conv2DOptions& options = {});
-// x (..., K), weights (K, N) i8 -> (..., N) f32.
+// x (..., M, K), weights (K, N) i8 -> (..., M, N) f32.
 Tensor quantized_matmul(const Tensor& x, const QuantizedInput& input, const Tensor& weights,
                         const Tensor& weight_scale, const Tensor& bias);
 

@@ -95,8 +95,8 @@ std::shared_ptr<Quantization> restore_quantization(nn::Model& model,
 // the layers before them (nn::fold_batch_norms; with per-channel weight scales folding commutes
 // with quantising, so it computes what the simulation does up to f32 rounding), each quantised
 // layer on int8 weights made once from its folded kernel. `model` is unchanged. The result is
-// for inference: training it would not move its int8 weights. Throws InvalidArgument for a model
-// without quantised layers.
+// for inference: its weights are constants (Tensor::is_constant), which training or
+// set_weights refuses. Throws InvalidArgument for a model without quantised layers.
 nn::Model integer_model(const nn::Model& model);
 
 // A kernel (output channels last) in int8, per output channel, as the quantised layer computes
