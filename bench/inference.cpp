@@ -12,7 +12,6 @@
 // Prints one JSON object: per way, Tandem's batch-1 latency percentiles (ms) and batch-B
 // throughput (images/s, median and spread of the repeats).
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -36,27 +35,16 @@ struct Settings {
   std::string out;
 };
 
-// Seconds of each of `repeats` calls of `predict` on x, after two untimed ones; the result is
-// read, as a server would.
-std::vector<double> time_calls(const std::function<Tensor(const Tensor&)>& predict, const Tensor& x,
-                               int repeats) {
-  std::vector<double> seconds;
-  for (int i = -2; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    (void)predict(x).to_vector<float>();
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (i >= 0) seconds.push_back(elapsed);
-  }
-  return seconds;
-}
-
 // One way's figures as a JSON member.
 std::string figures(const std::string& way, const std::function<Tensor(const Tensor&)>& predict,
                     const Tensor& one, const Tensor& batch, int repeats) {
-  const std::vector<double> latency = time_calls(predict, one, repeats);
+  // Two untimed calls first; each result is read, as a server would.
+  const auto calls = [&](const Tensor& x) {
+    return bench::time_calls([&] { (void)predict(x).to_vector<float>(); }, 2, repeats);
+  };
+  const std::vector<double> latency = calls(one);
   std::vector<double> throughput;
-  for (const double seconds : time_calls(predict, batch, repeats))
+  for (const double seconds : calls(batch))
     throughput.push_back(static_cast<double>(batch.dim(0)) / seconds);
   char text[512];
   std::snprintf(text, sizeof text,

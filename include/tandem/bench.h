@@ -12,6 +12,7 @@
 //   const bench::Report report = bench::run(options, std::cout);
 //   std::cout << bench::markdown(report);
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -41,6 +42,8 @@ struct Summary {
 double quantile(std::vector<double> values, double q);
 // Throws InvalidArgument for an empty sample.
 Summary summarize(const std::vector<double>& values);
+// Seconds of each of `calls` calls of `run`, after `warmup` untimed ones.
+std::vector<double> time_calls(const std::function<void()>& run, int warmup, int calls);
 
 // ---------------------------------------------------------------------------------------------
 // Hardware: published peak rates and memory bandwidths, and the CPU's measured ones.

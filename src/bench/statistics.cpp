@@ -1,5 +1,6 @@
-// Quantiles and summaries of step times.
+// Quantiles and summaries of step times, and timing calls.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 
@@ -34,6 +35,19 @@ Summary summarize(const std::vector<double>& values) {
   summary.min = *low;
   summary.max = *high;
   return summary;
+}
+
+std::vector<double> time_calls(const std::function<void()>& run, int warmup, int calls) {
+  for (int i = 0; i < warmup; ++i)
+    run();
+  std::vector<double> seconds;
+  for (int i = 0; i < calls; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return seconds;
 }
 
 }  // namespace tandem::bench

@@ -1,7 +1,6 @@
 #include "cli/inference.h"
 
 #include <algorithm>
-#include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -56,19 +55,6 @@ std::size_t inference_model_bytes(const nn::Model& model) {
   return bytes;
 }
 
-std::vector<double> time_calls(const std::function<void()>& run, int warmup, int calls) {
-  for (int i = 0; i < warmup; ++i)
-    run();
-  std::vector<double> seconds;
-  for (int i = 0; i < calls; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return seconds;
-}
-
 namespace {
 
 // One model at one precision, measured.
@@ -106,8 +92,8 @@ InferenceRow measure(const bench::BenchOptions& options, const std::string& mode
   const Tensor one = bench::synthetic_batch(workload, 1, 3).first;
   std::vector<double> latency;
   for (const double seconds :
-       time_calls([&] { (void)inference.predict(one, 1).to_vector<float>(); }, options.warmup_steps,
-                  calls))
+       bench::time_calls([&] { (void)inference.predict(one, 1).to_vector<float>(); },
+                         options.warmup_steps, calls))
     latency.push_back(1e3 * seconds);
   row.p50_ms = bench::quantile(latency, 0.50);
   row.p90_ms = bench::quantile(latency, 0.90);
@@ -115,11 +101,11 @@ InferenceRow measure(const bench::BenchOptions& options, const std::string& mode
   for (const std::int64_t batch : options.batch_sizes) {
     const Tensor inputs = bench::synthetic_batch(workload, batch, 5).first;
     const auto run = [&] { (void)inference.predict(inputs, batch).to_vector<float>(); };
-    (void)time_calls(run, options.warmup_steps, 0);
+    (void)bench::time_calls(run, options.warmup_steps, 0);
     std::vector<double> rates;
     for (int window = 0; window < options.windows; ++window) {
       double seconds = 0.0;
-      for (const double call : time_calls(run, 0, options.steps))
+      for (const double call : bench::time_calls(run, 0, options.steps))
         seconds += call;
       rates.push_back(static_cast<double>(batch * options.steps) / seconds);
     }

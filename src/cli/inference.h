@@ -2,7 +2,6 @@
 // The inference path `tandem predict` and `tandem bench --inference` run, and the figures both
 // report: model size, batch-1 latency percentiles and batched throughput.
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,9 +37,6 @@ class Inference {
 // The bytes a deployment stores for `model`: its weights in f32, or for a quantised model the
 // int8 layout (quantization::int8_weight_bytes).
 std::size_t inference_model_bytes(const nn::Model& model);
-
-// Seconds of each call of `run`, after `warmup` untimed ones.
-std::vector<double> time_calls(const std::function<void()>& run, int warmup, int calls);
 
 // `tandem bench --inference`: for each model and precision (fp32, int8) of `options`, the
 // Inference of the zoo model (random weights; int8 quantised on 64 synthetic examples), its size,

@@ -257,7 +257,7 @@ void print_timing(const nn::Model& model, Inference& inference, const Tensor& im
   const std::int64_t count = images.dim(0);
   const std::int64_t singles = std::min<std::int64_t>(count, 200);
   std::int64_t next = 0;
-  const std::vector<double> latency = time_calls(
+  const std::vector<double> latency = bench::time_calls(
       [&] {
         const Tensor one = tandem::detail::rows(images, next++ % singles, 1);
         (void)inference.predict(one, 1).to_vector<float>();
@@ -268,8 +268,8 @@ void print_timing(const nn::Model& model, Inference& inference, const Tensor& im
       << fixed(1e3 * bench::quantile(latency, 0.90), 2) << " ms, p99 "
       << fixed(1e3 * bench::quantile(latency, 0.99), 2) << " ms\n";
   std::vector<double> rates;
-  for (const double seconds :
-       time_calls([&] { (void)inference.predict(images, batch_size).to_vector<float>(); }, 1, 5))
+  for (const double seconds : bench::time_calls(
+           [&] { (void)inference.predict(images, batch_size).to_vector<float>(); }, 1, 5))
     rates.push_back(static_cast<double>(count) / seconds);
   out << "timing: batch " << std::min(batch_size, count) << ", " << count
       << " images: " << fixed(bench::quantile(rates, 0.50), 1) << " images/s (median of 5 passes, "
