@@ -54,11 +54,20 @@ TEST(OpHarnessBackends, ReportsMismatchesAndMissingKernels) {
 
 class BackendsMode : public ::testing::TestWithParam<OpKind> {};
 
+// An op whose cases run in f32 only (the integer products) has nothing to be compared with on a
+// machine whose only backend is the CPU (no XLA plugin, no GPU): it is skipped there, by name.
 TEST_P(BackendsMode, MatchTheCpuReference) {
   harness::Report report;
-  for (const harness::OpCase* c : harness::cases_of(GetParam()))
+  bool f32_only = true;
+  for (const harness::OpCase* c : harness::cases_of(GetParam())) {
     harness::run_case(Mode::backends, *c, {}, report);
+    f32_only = f32_only && c->dtypes == std::vector<DType>{DType::f32};
+  }
   EXPECT_GT(report.cases, 0);
+  if (report.comparisons.empty() && f32_only && harness::harness_devices().size() == 1) {
+    GTEST_SKIP() << op_name(GetParam())
+                 << " runs in f32 only and no backend besides the CPU is here to compare it with";
+  }
   EXPECT_FALSE(report.comparisons.empty());
   for (const std::string& skip : report.skips)
     std::cout << "[  SKIP    ] " << skip << "\n";
