@@ -28,6 +28,7 @@ struct CompiledStepStats {
   std::size_t removed = 0;       // nodes whose results nothing used
   std::size_t fused = 0;         // activations fused into the node that made their input
   std::size_t grouped = 0;       // optimizer updates merged into multi-tensor updates
+  std::size_t in_place = 0;      // results written into the buffer of an input dead after them
   std::size_t host_operands = 0;
   // Bytes: the one block holding every intermediate (buffers reused by liveness); what the same
   // intermediates take with a buffer each, as an eager step allocates them; the step's results;

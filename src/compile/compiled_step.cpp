@@ -69,6 +69,7 @@ struct CompiledStep::Impl {
     built_on[static_cast<std::size_t>(root_value)] =
         handles[static_cast<std::size_t>(root_value)].storage().get();
   }
+  void merge_in_place_outputs(std::vector<int>& last, const std::vector<bool>& is_result_root);
   void plan();
   void ensure_arena();
   void ensure_results();
@@ -116,6 +117,44 @@ void CompiledStep::Impl::release_arena() {
   arena = Tensor();
 }
 
+// An output written into the buffer of an input that dies at its node (OpDef::in_place_input):
+// the two values become one buffer, live from the input's first use to the output's last. The
+// input must be a buffer of the step's own that the node reads only there (a convolution's input
+// that is also its residual would be overwritten while read).
+void CompiledStep::Impl::merge_in_place_outputs(std::vector<int>& last,
+                                                const std::vector<bool>& is_result_root) {
+  const auto own_buffer = [&](int value) {
+    const auto v = static_cast<std::size_t>(value);
+    return graph.values[v].kind == ValueKind::node && !is_result_root[v];
+  };
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    const compile::Node& node = graph.nodes[n];
+    const OpDef& def = op_def(node.kind);
+    if (def.in_place_input == nullptr || node.outputs.empty()) continue;
+    std::vector<TensorMeta> inputs;
+    for (int input : node.inputs)
+      inputs.push_back(graph.values[static_cast<std::size_t>(input)].meta);
+    const int k = def.in_place_input(inputs, node.attrs);
+    if (k < 0) continue;
+    const int input_root = root[static_cast<std::size_t>(node.inputs[static_cast<std::size_t>(k)])];
+    const int output = node.outputs[0];
+    const auto in = static_cast<std::size_t>(input_root);
+    const auto out = static_cast<std::size_t>(output);
+    const bool read_elsewhere = std::ranges::count_if(node.inputs, [&](int input) {
+                                  return root[static_cast<std::size_t>(input)] == input_root;
+                                }) > 1;
+    if (root[out] != output || !own_buffer(input_root) || !own_buffer(output) ||
+        last[in] != static_cast<int>(n) || read_elsewhere ||
+        aligned_bytes(graph.values[in].meta) != aligned_bytes(graph.values[out].meta)) {
+      continue;
+    }
+    for (std::size_t v = 0; v < root.size(); ++v)
+      if (root[v] == output) root[v] = input_root;
+    last[in] = last[out];
+    ++stats.in_place;
+  }
+}
+
 void CompiledStep::Impl::plan() {
   const std::size_t count = graph.values.size();
   root.resize(count);
@@ -126,10 +165,6 @@ void CompiledStep::Impl::plan() {
   views_of.assign(count, {});
   built_on.assign(count, nullptr);
   handles.assign(count, Tensor());
-  for (std::size_t v = 0; v < count; ++v) {
-    if (root[v] != static_cast<int>(v))
-      views_of[static_cast<std::size_t>(root[v])].push_back(static_cast<int>(v));
-  }
 
   // Liveness of each buffer the nodes make: from its node to the last node touching a value in
   // it. A buffer a result views leaves the block: the caller may keep it past the run.
@@ -149,6 +184,11 @@ void CompiledStep::Impl::plan() {
   std::vector<bool> is_result_root(count, false);
   for (int output : graph.outputs)
     is_result_root[static_cast<std::size_t>(root[static_cast<std::size_t>(output)])] = true;
+  merge_in_place_outputs(last, is_result_root);
+  for (std::size_t v = 0; v < count; ++v) {
+    if (root[v] != static_cast<int>(v))
+      views_of[static_cast<std::size_t>(root[v])].push_back(static_cast<int>(v));
+  }
 
   struct Buffer {
     int value;
@@ -157,9 +197,11 @@ void CompiledStep::Impl::plan() {
   std::vector<Buffer> buffers;
   for (std::size_t v = 0; v < count; ++v) {
     const Value& value = graph.values[v];
-    if (value.kind != ValueKind::node || root[v] != static_cast<int>(v)) continue;
+    if (value.kind != ValueKind::node || graph.root(static_cast<int>(v)) != static_cast<int>(v))
+      continue;
     const std::size_t bytes = aligned_bytes(value.meta);
-    stats.unplanned_bytes += bytes;
+    stats.unplanned_bytes += bytes;  // what a buffer each would take, in-place outputs included
+    if (root[v] != static_cast<int>(v)) continue;  // written into a dead input's buffer
     if (is_result_root[v]) {
       home[v] = Home::result;
       result_roots.push_back(static_cast<int>(v));
@@ -376,9 +418,10 @@ std::string CompiledStep::listing() const {
                      std::to_string(s.host_operands) + " host operands\n";
   text += compile::graph_listing(step.graph);
   text += "memory plan: intermediates in one block of " + mebibytes(s.arena_bytes) + " (" +
-          mebibytes(s.unplanned_bytes - s.output_bytes) + " with a buffer each), results " +
-          mebibytes(s.output_bytes) + ", peak " + mebibytes(s.peak_bytes) +
-          " beyond the captured " + mebibytes(s.capture_bytes) + "\n";
+          mebibytes(s.unplanned_bytes - s.output_bytes) + " with a buffer each; " +
+          std::to_string(s.in_place) + " written in place), results " + mebibytes(s.output_bytes) +
+          ", peak " + mebibytes(s.peak_bytes) + " beyond the captured " +
+          mebibytes(s.capture_bytes) + "\n";
   return text;
 }
 

@@ -291,12 +291,28 @@ std::vector<StablehloValue> lower_conv2d_backward_filter(StablehloEmitter& emit,
   return results;
 }
 
+// An f32 residual is accumulated onto (the CPU's sum post-op) where the result may take over its
+// buffer; a bf16 one is added after rounding, so it must outlive the convolution.
+int conv2d_in_place_input(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const bool onto_residual =
+      op_attrs<OpKind::conv2d>(attrs).fused_add && inputs[0].dtype == DType::f32;
+  return onto_residual ? static_cast<int>(inputs.size()) - 1 : -1;
+}
+
 }  // namespace
 
 std::vector<OpDef> define_conv_ops() {
   using K = OpKind;
   return op_family<k_conv_ops>(
-      OpRules<K::conv2d>{2, 4, infer_conv2d, grad_conv2d, cost_conv2d, lower_conv2d},
+      OpRules<K::conv2d>{2,
+                         4,
+                         infer_conv2d,
+                         grad_conv2d,
+                         cost_conv2d,
+                         lower_conv2d,
+                         {},
+                         false,
+                         conv2d_in_place_input},
       OpRules<K::conv2d_backward_input>{2, 2, infer_conv2d_backward_input, nullptr,
                                         cost_conv2d_backward_input, lower_conv2d_backward_input},
       OpRules<K::conv2d_backward_filter>{2, 2, infer_conv2d_backward_filter, nullptr,

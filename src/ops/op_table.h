@@ -49,6 +49,10 @@ using InferFn = std::vector<TensorMeta> (*)(const char* op, std::span<const Tens
 using GradientFn = std::vector<Tensor> (*)(const GradContext& context);
 using CostFn = OpCost (*)(std::span<const TensorMeta> inputs, std::span<const TensorMeta> outputs,
                           const Attrs& attrs);
+// The input whose buffer the op's output 0 may be written into, or -1: every kernel of the op
+// gives the same result when the two share a buffer (a fused residual the product's result is
+// accumulated onto). A compiled graph's memory plan does so where nothing reads that input later.
+using InPlaceFn = int (*)(std::span<const TensorMeta> inputs, const Attrs& attrs);
 
 struct OpDef {
   OpKind kind{};
@@ -64,6 +68,7 @@ struct OpDef {
   // Whether the op writes the inputs its outputs alias (the optimizer updates), rather than
   // viewing them (reshape): a compiled graph never removes, merges or folds such a node.
   bool writes_aliased_inputs = false;
+  InPlaceFn in_place_input = nullptr;  // nullptr: never in place
 };
 
 const OpDef& op_def(OpKind kind);
@@ -87,6 +92,7 @@ struct OpRules {
   // Per output: the input whose storage it shares (reshape views, in-place updates), or -1.
   std::vector<int> output_aliases = {};
   bool writes_aliased_inputs = false;  // see OpDef
+  InPlaceFn in_place_input = nullptr;  // see OpDef
 };
 
 #define TANDEM_OP_KIND_ENTRY(op) OpKind::op,
@@ -107,7 +113,7 @@ std::vector<OpDef> op_family(OpRules<Kinds>... rules) {
                 "a family file's ops differ from its list in tandem/ops.h, or are out of order");
   return {OpDef{Kinds, op_name(Kinds), rules.min_inputs, rules.max_inputs, rules.infer,
                 rules.gradient, rules.cost, rules.lower, std::move(rules.output_aliases),
-                rules.writes_aliased_inputs}...};
+                rules.writes_aliased_inputs, rules.in_place_input}...};
 }
 
 // Each family file defines its ops (src/ops/<family>.cpp); op_table.cpp puts them in order.

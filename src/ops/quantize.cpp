@@ -246,6 +246,12 @@ std::vector<Tensor> quantized_product_inputs(const Tensor& x, const QuantizedInp
   return {x, input.scale, weights, weight_scale, bias};
 }
 
+// The residual (f32, as the result) is what the result is accumulated onto.
+template <OpKind Kind>
+int quantized_product_in_place_input(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  return op_attrs<Kind>(attrs).fused_add ? static_cast<int>(inputs.size()) - 1 : -1;
+}
+
 }  // namespace
 
 std::vector<OpDef> define_quantize_ops() {
@@ -253,10 +259,24 @@ std::vector<OpDef> define_quantize_ops() {
   return op_family<k_quantize_ops>(
       OpRules<K::fake_quantize>{3, 3, infer_fake_quantize, grad_fake_quantize, fake_quantize_cost,
                                 lower_fake_quantize},
-      OpRules<K::quantized_conv2d>{5, 6, infer_quantized_conv2d, nullptr, quantized_conv2d_cost,
-                                   lower_quantized_conv2d},
-      OpRules<K::quantized_matmul>{5, 6, infer_quantized_matmul, nullptr, quantized_matmul_cost,
-                                   lower_quantized_matmul});
+      OpRules<K::quantized_conv2d>{5,
+                                   6,
+                                   infer_quantized_conv2d,
+                                   nullptr,
+                                   quantized_conv2d_cost,
+                                   lower_quantized_conv2d,
+                                   {},
+                                   false,
+                                   quantized_product_in_place_input<K::quantized_conv2d>},
+      OpRules<K::quantized_matmul>{5,
+                                   6,
+                                   infer_quantized_matmul,
+                                   nullptr,
+                                   quantized_matmul_cost,
+                                   lower_quantized_matmul,
+                                   {},
+                                   false,
+                                   quantized_product_in_place_input<K::quantized_matmul>});
 }
 
 FakeQuantizeResult fake_quantize(const Tensor& x, const Tensor& scale, const Tensor& zero_point,

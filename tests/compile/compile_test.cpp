@@ -436,6 +436,70 @@ TEST(CompiledStep, PlansMemoryByLivenessAndKeepsResultsTheCallerHolds) {
   EXPECT_NE(first.raw_data(), second.raw_data());
 }
 
+// Largest difference between two f32 tensors.
+double max_difference(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.to_vector<float>(), y = b.to_vector<float>();
+  double largest = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    largest = std::max(largest, static_cast<double>(std::abs(x[i] - y[i])));
+  return largest;
+}
+
+// A residual block at inference: the block's input r is read last as the residual of the
+// convolution that ends the block, so that convolution writes its result over r's buffer and
+// accumulates onto it (oneDNN's sum post-op) instead of reading r as a second operand, with the
+// bits of the eager convolution and add. Not where
+// the residual is also the convolution's input (it would be overwritten while read), nor in bf16
+// (its residual is added after rounding).
+TEST(CompiledStep, WritesAResidualConvolutionOverTheResidualItEnds) {
+  const Conv2DOptions same{.padding = Padding::same};
+  const std::vector<Tensor> inputs{uniform({2, 8, 8, 16}, 30), uniform({3, 3, 16, 16}, 31),
+                                   uniform({1, 1, 16, 16}, 32), uniform({1, 1, 16, 16}, 33)};
+  const auto block = [&](const std::vector<Tensor>& in) {
+    const Tensor r = relu(conv2d(in[0], in[1], same));  // (2, 8, 8, 16)
+    const Tensor h = relu(conv2d(r, in[2]));
+    const Tensor y = relu(conv2d(h, in[3]) + r);
+    return std::vector<Tensor>{conv2d(y, in[2])};
+  };
+  CompiledStep step = trace_step("block", block, inputs);
+  EXPECT_EQ(step.stats().in_place, 1u) << step.listing();
+  EXPECT_NE(step.listing().find("1 written in place"), std::string::npos) << step.listing();
+  const Tensor compiled = step.run(inputs)[0];
+  expect_identical(compiled, block(inputs)[0], "in place");
+  expect_identical(step.run(inputs)[0], compiled, "a second run");
+
+  const auto self_residual = [&](const std::vector<Tensor>& in) {
+    const Tensor r = relu(conv2d(in[0], in[1], same));
+    return std::vector<Tensor>{conv2d(relu(conv2d(r, in[2]) + r), in[2])};
+  };
+  CompiledStep read_twice = trace_step("self residual", self_residual, inputs);
+  EXPECT_EQ(read_twice.stats().in_place, 0u) << read_twice.listing();
+  EXPECT_LT(max_difference(read_twice.run(inputs)[0], self_residual(inputs)[0]), 1e-5);
+
+  std::vector<Tensor> bf16_inputs;
+  for (const Tensor& input : inputs)
+    bf16_inputs.push_back(cast(input, DType::bf16));
+  EXPECT_EQ(trace_step("bf16 block", block, bf16_inputs).stats().in_place, 0u);
+}
+
+// The integer convolution takes the same way: its result over its residual's dead buffer, with
+// the eager bits.
+TEST(CompiledStep, WritesAnIntegerConvolutionOverTheResidualItEnds) {
+  const Tensor scale = Tensor::scalar(0.02f);
+  const Tensor filter = cast(uniform({1, 1, 16, 16}, 34) * 100.0f, DType::i8);
+  const Tensor filter_scale = Tensor::full({16}, 0.01f), bias = uniform({16}, 35);
+  const auto block = [&](const std::vector<Tensor>& in) {
+    const Tensor r = relu(in[0] * 2.0f);  // (2, 8, 8, 16)
+    const Tensor y =
+        relu(quantized_conv2d(relu(in[0]), {.scale = scale}, filter, filter_scale, bias) + r);
+    return std::vector<Tensor>{y * 3.0f};
+  };
+  const std::vector<Tensor> inputs{uniform({2, 8, 8, 16}, 36)};
+  CompiledStep step = trace_step("integer block", block, inputs);
+  EXPECT_EQ(step.stats().in_place, 1u) << step.listing();
+  expect_identical(step.run(inputs)[0], block(inputs)[0], "in place");
+}
+
 TEST(CompiledStep, ReleasedMemoryComesBackAtTheNextRun) {
   const Tensor x = uniform({64, 64}, 16);
   const auto body = [](const std::vector<Tensor>& in) {

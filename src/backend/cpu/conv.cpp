@@ -270,21 +270,22 @@ struct ConvBackwardFilter {
 
 // A fused residual and relu are post-ops, applied to each result before it is stored.
 ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
-                          bool fused_add) {
+                          Residual residual) {
   const ConvDescs descs = conv_descs(g, dtype, with_bias);
-  const auto build = [&](bool add, bool relu) {
+  const auto build = [&](Residual post_op, bool relu) {
     return dnnl::convolution_forward::primitive_desc(
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
                                         dnnl::algorithm::convolution_direct, descs.x, descs.filter,
                                         descs.bias, descs.y, onednn_strides(g), onednn_dilates(g),
                                         onednn_padding_l(g), onednn_padding_r(g)),
-        fused_post_ops(add, descs.y, relu), onednn_engine());
+        fused_post_ops(post_op, descs.y, relu), onednn_engine());
   };
+  const bool fused_add = residual != Residual::none;
   bool residual_after = fused_add && dtype != DType::f32;
-  auto pd = build(fused_add && !residual_after, fused_relu && !residual_after);
+  auto pd = build(residual_after ? Residual::none : residual, fused_relu && !residual_after);
   if (fused_add && !residual_after && is_reference_implementation(pd.impl_info_str())) {
     residual_after = true;
-    pd = build(false, false);
+    pd = build(Residual::none, false);
   }
   return {dnnl::convolution_forward(pd), descs,
           make_filter_reorder(descs.ours, pd.weights_desc(), true), residual_after};
@@ -333,20 +334,30 @@ void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
   const DType dtype = c.inputs[0].dtype();
   const Conv2DAttrs attrs = op_attrs<OpKind::conv2d>(c.attrs);
   const bool with_bias = has_bias_input(c.inputs.size(), attrs.fused_add);
+  const Tensor& y = c.outputs[0];  // (N, OH, OW, C_out)
+  // A compiled graph may write y over the residual's buffer (conv2d's in-place input).
+  const bool onto_residual = attrs.fused_add && y.raw_data() == c.inputs.back().raw_data();
+  const Residual residual = !attrs.fused_add ? Residual::none
+                            : onto_residual  ? Residual::in_destination
+                                             : Residual::operand;
   PrimitiveKey key = window_key(c.kind, dtype, g);
   key.push_back(with_bias);
   key.push_back(attrs.fused_relu);
-  key.push_back(attrs.fused_add);
+  key.push_back(static_cast<std::int64_t>(residual));
   const auto entry = cache.get(
-      key, [&] { return build_forward(g, dtype, with_bias, attrs.fused_relu, attrs.fused_add); });
+      key, [&] { return build_forward(g, dtype, with_bias, attrs.fused_relu, residual); });
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(entry->descs.x, c.inputs[0])},
                                        {DNNL_ARG_WEIGHTS, forward_filter(key, *entry, c.inputs[1])},
-                                       {DNNL_ARG_DST, wrap(entry->descs.y, c.outputs[0])}};
+                                       {DNNL_ARG_DST, wrap(entry->descs.y, y)}};
   if (with_bias) args.emplace(DNNL_ARG_BIAS, wrap(entry->descs.bias, c.inputs[2]));
-  if (attrs.fused_add && !entry->residual_after)
+  if (residual == Residual::operand && !entry->residual_after)
     args.emplace(kResidualArg, wrap(entry->descs.y, c.inputs.back()));
+  // Added afterwards, a residual in y's buffer is kept aside from the convolution writing it.
+  const Tensor kept = entry->residual_after && onto_residual ? c.inputs.back().clone() : Tensor();
   execute(entry->primitive, args);
-  if (entry->residual_after) add_residual(c.inputs.back(), c.outputs[0], attrs.fused_relu);
+  if (entry->residual_after) {
+    add_residual(kept.defined() ? kept : c.inputs.back(), y, attrs.fused_relu);
+  }
 }
 
 void conv_backward_input_onednn(const KernelContext& c, const Window2D& g) {

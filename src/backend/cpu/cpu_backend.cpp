@@ -121,11 +121,12 @@ dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor) {
   return dnnl::memory(desc, onednn_engine(), tensor.raw_data());
 }
 
-dnnl::primitive_attr fused_post_ops(bool add_residual, const dnnl::memory::desc& residual,
+dnnl::primitive_attr fused_post_ops(Residual residual, const dnnl::memory::desc& operand,
                                     bool relu) {
   dnnl::primitive_attr attr;
   dnnl::post_ops ops;
-  if (add_residual) ops.append_binary(dnnl::algorithm::binary_add, residual);
+  if (residual == Residual::operand) ops.append_binary(dnnl::algorithm::binary_add, operand);
+  if (residual == Residual::in_destination) ops.append_sum(1.0f);
   if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
   attr.set_post_ops(ops);
   return attr;

@@ -103,8 +103,9 @@ OneDnnMatmul build_matmul(const MatmulShape& s, DType dtype) {
           : dnnl::matmul::desc(result.a_desc, result.b_desc, result.out_desc);
   // A fused residual and relu are post-ops.
   const auto build = [&](bool add, bool relu) {
-    return dnnl::matmul::primitive_desc(desc, fused_post_ops(add, result.out_desc, relu),
-                                        onednn_engine(), /*allow_empty=*/true);
+    return dnnl::matmul::primitive_desc(
+        desc, fused_post_ops(add ? Residual::operand : Residual::none, result.out_desc, relu),
+        onednn_engine(), /*allow_empty=*/true);
   };
   result.residual_after = s.fused_add && dtype != DType::f32;
   auto pd = build(s.fused_add && !result.residual_after, s.fused_relu && !result.residual_after);

@@ -22,10 +22,14 @@ dnnl::memory::desc plain_desc(const Shape& shape, DType dtype);
 dnnl::memory::desc nhwc_desc(const Shape& nhwc_shape, DType dtype);
 dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor);
 
-// The post-ops of a fused convolution or product (Conv2DAttrs/MatmulAttrs::fused_add and
-// fused_relu): the residual added first (a binary post-op whose operand is described by
-// `residual`), then relu.
-dnnl::primitive_attr fused_post_ops(bool add_residual, const dnnl::memory::desc& residual,
+// How a fused convolution or product (Conv2DAttrs/MatmulAttrs::fused_add) gets its residual:
+// as the operand of a binary post-op (kResidualArg), or already in the destination, which a sum
+// post-op adds the result onto (a compiled graph wrote the output over the residual's buffer:
+// OpDef::in_place_input). The sum lets oneDNN 2.6 keep its brgemm kernels for 1x1 convolutions,
+// which it leaves for older ones with the binary post-op.
+enum class Residual { none, operand, in_destination };
+// The post-ops of a fused convolution or product: the residual added first, then relu.
+dnnl::primitive_attr fused_post_ops(Residual residual, const dnnl::memory::desc& operand,
                                     bool relu);
 // The argument that gives the residual's binary post-op (always the first post-op) its operand.
 inline constexpr int kResidualArg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;

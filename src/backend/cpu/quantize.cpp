@@ -308,11 +308,12 @@ QuantizedPrimitive or_loops(Build&& build) {
 }
 
 // Runs a layer's primitive on the quantised input; the residual, if any, is copied into the
-// output first (the sum post-op adds what the output holds).
+// output first (the sum post-op adds what the output holds) unless a compiled graph wrote the
+// output over the residual's buffer (the op's in-place input).
 void run_quantized(const KernelContext& c, const QuantizedPrimitive& layer,
                    const QuantizedProduct& p, void* q) {
   const Tensor& y = c.outputs[0];
-  if (p.fused_add) {
+  if (p.fused_add && y.raw_data() != c.inputs.back().raw_data()) {
     const Tensor& residual = c.inputs.back();
     std::copy_n(residual.data<float>(), residual.numel(), y.data<float>());
   }
