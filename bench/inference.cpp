@@ -1,8 +1,8 @@
 // Inference speed of a zoo model in Tandem, four ways: Model::predict (eager, no tape), predict
-// of the model with its batch norms folded (nn::fold_batch_norms), that folded model run as a
-// compiled function (tandem::function: one planned graph, ReLUs and residual adds fused into the
-// convolutions as oneDNN post-ops), and the model quantised to int8 (post-training, min-max
-// calibration on 64 random images) on the integer kernels, compiled (quantization::integer_model);
+// of the model with its batch norms folded (nn::fold_batch_norms), and the inference path of
+// `tandem predict` (InferenceModel, tandem/inference.h) on the model, folded and compiled (one
+// planned graph, ReLUs and residual adds fused into the convolutions as oneDNN post-ops) and
+// quantised to int8 (post-training, min-max calibration on 64 random images: the integer kernels);
 // and the files onnxruntime needs to run the same models on the same inputs: the f32 model and
 // the int8 one (QDQ form) exported to ONNX, and the input batches with Tandem's outputs.
 // bench/inference_vs_onnxruntime.py runs both sides, same threads, and prints the comparison.
@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "tandem/bench.h"
-#include "tandem/compile.h"
 #include "tandem/tandem.h"
 
 using namespace tandem;
@@ -107,9 +106,7 @@ int main(int argc, char** argv) {
                           {"batch_output", model.predict(batch, settings.batch)}});
 
     nn::Model folded = nn::fold_batch_norms(model);
-    tandem::Function compiled("inference", [&](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{folded(in[0], /*training=*/false)};
-    });
+    InferenceModel compiled(model);
     const NoGradGuard no_grad;
     std::string ways =
         figures(
@@ -121,7 +118,8 @@ int main(int argc, char** argv) {
             batch, settings.repeats) +
         ", " +
         figures(
-            "tandem folded compiled", [&](const Tensor& x) { return compiled({x})[0]; }, one, batch,
+            "tandem folded compiled",
+            [&](const Tensor& x) { return compiled.predict(x, x.dim(0)); }, one, batch,
             settings.repeats);
 
     data::TensorDataset calibration(
@@ -130,16 +128,13 @@ int main(int argc, char** argv) {
     calibration.batch(16);
     quantization::quantize_model(model, calibration);
     io::export_onnx(model, settings.out + "/model_int8.onnx");
-    nn::Model integer = quantization::integer_model(model);
-    tandem::Function integer_compiled("int8 inference", [&](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{integer(in[0], /*training=*/false)};
-    });
+    InferenceModel integer(model);
     io::save_safetensors(settings.out + "/int8_outputs.safetensors",
-                         {{"one_output", integer_compiled({one})[0]},
-                          {"batch_output", integer_compiled({batch})[0]}});
+                         {{"one_output", integer.predict(one, 1)},
+                          {"batch_output", integer.predict(batch, settings.batch)}});
     ways += ", " + figures(
                        "tandem int8 compiled",
-                       [&](const Tensor& x) { return integer_compiled({x})[0]; }, one, batch,
+                       [&](const Tensor& x) { return integer.predict(x, x.dim(0)); }, one, batch,
                        settings.repeats);
     std::printf(
         "{\"model\": \"%s\", \"image_size\": %lld, \"batch\": %lld, \"threads\": %d, "

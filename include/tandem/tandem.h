@@ -11,6 +11,7 @@
 #include "tandem/dtype.h"
 #include "tandem/error.h"
 #include "tandem/image.h"
+#include "tandem/inference.h"
 #include "tandem/io.h"
 #include "tandem/mixed_precision.h"
 #include "tandem/nn.h"

@@ -6,54 +6,11 @@
 
 #include "cli/format.h"
 #include "core/files.h"
-#include "core/tensor_copy.h"
-#include "tandem/autodiff.h"
 #include "tandem/data.h"
-#include "tandem/ops.h"
 #include "tandem/quantization.h"
 #include "tandem/runtime.h"
 
 namespace tandem::cli {
-
-Inference::Inference(const nn::Model& model)
-    : quantized_(!quantization::quantized_inputs(model).empty()),
-      model_(quantized_ ? quantization::integer_model(model) : nn::fold_batch_norms(model)),
-      compiled_("predict", [this](const std::vector<Tensor>& in) {
-        return std::vector<Tensor>{model_(in[0], /*training=*/false)};
-      }) {}
-
-std::string Inference::description() const {
-  return quantized_ ? "int8 kernels (oneDNN), batch norms folded, compiled"
-                    : "f32, batch norms folded, compiled";
-}
-
-Tensor Inference::predict(const Tensor& inputs, std::int64_t batch_size) {
-  const NoGradGuard no_grad;
-  const std::int64_t count = inputs.dim(0);
-  const std::int64_t batch = std::min(batch_size, count);
-  std::vector<Tensor> outputs;
-  for (std::int64_t start = 0; start < count; start += batch) {
-    const std::int64_t rows = std::min(batch, count - start);
-    Tensor x = tandem::detail::rows(inputs, start, rows);  // (rows, ...)
-    if (rows < batch) {
-      Shape padding = x.shape();
-      padding[0] = batch - rows;
-      x = concat({x, Tensor::zeros(padding, x.dtype(), x.device())}, 0);
-    }
-    outputs.push_back(tandem::detail::rows(compiled_({x})[0], 0, rows));
-  }
-  return outputs.size() == 1 ? outputs.front() : concat(outputs, 0);
-}
-
-std::size_t inference_model_bytes(const nn::Model& model) {
-  if (!quantization::quantized_inputs(model).empty()) {
-    return quantization::int8_weight_bytes(model).size();
-  }
-  std::size_t bytes = 0;
-  for (const Tensor& weight : model.weights())
-    bytes += weight.nbytes();
-  return bytes;
-}
 
 namespace {
 
@@ -86,7 +43,7 @@ InferenceRow measure(const bench::BenchOptions& options, const std::string& mode
     calibration.batch(16);
     quantization::quantize_model(model, calibration);
   }
-  Inference inference(model);
+  InferenceModel inference(model);
   InferenceRow row{model_name, precision, inference_model_bytes(model)};
   const int calls = options.steps * options.windows;
   const Tensor one = bench::synthetic_batch(workload, 1, 3).first;

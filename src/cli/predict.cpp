@@ -249,7 +249,7 @@ const OptionTable<PredictOptions>& predict_options() {
 
 // --timing: the model's size (its weights as stored; a quantised model's int8 layout), the
 // latency of one image at a time and the throughput of batches, each after a warm-up call.
-void print_timing(const nn::Model& model, Inference& inference, const Tensor& images,
+void print_timing(const nn::Model& model, InferenceModel& inference, const Tensor& images,
                   std::int64_t batch_size, std::ostream& out) {
   out << "timing: model '" << model.name() << "', " << model.count_params() << " weights, "
       << format_memory_size(inference_model_bytes(model))
@@ -311,7 +311,7 @@ int run_predict(const ParsedArgs& args) {
   nn::Model model = io::load_model(options.model_dir);
   // A compiled graph per batch size is expected here; its log lines are not the user's business.
   set_compile_log([](const std::string&) {});
-  Inference inference(model);
+  InferenceModel inference(model);
   std::vector<Tensor> all_images;
   for (const std::string& path : args.operands()) {
     const Inputs inputs = read_inputs(path, info.input_shape);
