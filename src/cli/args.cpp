@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <sstream>
 
 namespace tandem::cli {
 namespace {
@@ -146,6 +147,22 @@ std::vector<std::string> split_list(const std::string& text) {
     start = comma == std::string::npos ? text.size() + 1 : comma + 1;
     if (!item.empty()) items.push_back(std::move(item));
   }
+  return items;
+}
+
+std::vector<std::string> parse_list(const std::string& option, const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    const auto first = item.find_first_not_of(' ');
+    const auto last = item.find_last_not_of(' ');
+    if (first == std::string::npos) {
+      throw UsageError(option + " has an empty item in '" + text + "'; separate items by commas");
+    }
+    items.push_back(item.substr(first, last - first + 1));
+  }
+  if (items.empty()) throw UsageError(option + " needs at least one item");
   return items;
 }
 

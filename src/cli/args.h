@@ -66,6 +66,9 @@ ParsedArgs parse_args(const CommandSpec& command, std::span<const std::string> a
 
 // The non-empty items of a comma-separated list: "a,,b," -> {"a", "b"}.
 std::vector<std::string> split_list(const std::string& text);
+// An option's comma-separated list, each item trimmed of spaces: "a, b" -> {"a", "b"}; an empty
+// item or an empty list is a UsageError naming the option.
+std::vector<std::string> parse_list(const std::string& option, const std::string& text);
 
 // Typed values; each throws UsageError naming the option, the text and what is expected.
 std::int64_t parse_positive_integer(const std::string& option, const std::string& text);

@@ -3,7 +3,6 @@
 // PyTorch peers; `tandem bench compare A.json B.json` shows the change between two runs.
 #include <algorithm>
 #include <iostream>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/format.h"
@@ -17,22 +16,6 @@
 namespace tandem::cli {
 
 namespace {
-
-std::vector<std::string> split_list(const std::string& option, const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    const auto first = item.find_first_not_of(' ');
-    const auto last = item.find_last_not_of(' ');
-    if (first == std::string::npos) {
-      throw UsageError(option + " has an empty item in '" + text + "'; separate items by commas");
-    }
-    items.push_back(item.substr(first, last - first + 1));
-  }
-  if (items.empty()) throw UsageError(option + " needs at least one item");
-  return items;
-}
 
 int as_int(const std::string& option, const std::string& text) {
   const std::int64_t value = parse_positive_integer(option, text);
@@ -71,7 +54,7 @@ const OptionTable<bench::BenchOptions>& run_options() {
            }},
           {"--model", "LIST", "mlp, cnn, resnet50, transformer, comma-separated (default mlp)",
            [](O& options, const std::string& option, const std::string& text) {
-             options.models = split_list(option, text);
+             options.models = parse_list(option, text);
              for (const std::string& model : options.models) {
                try {
                  bench::workload(model);
@@ -84,7 +67,7 @@ const OptionTable<bench::BenchOptions>& run_options() {
            "all, cpu, cuda, cuda:N, xla-cpu, xla-gpu, tpu (the whole step compiled by XLA), "
            "comma-separated (default cpu)",
            [](O& options, const std::string& option, const std::string& text) {
-             options.devices = split_list(option, text);
+             options.devices = parse_list(option, text);
              for (const std::string& device : options.devices) {
                if (device == "all" || !bench::xla_platform_of(device).empty()) continue;
                try {
@@ -98,12 +81,12 @@ const OptionTable<bench::BenchOptions>& run_options() {
           {"--precision", "LIST",
            "fp32, bf16 (training) or fp32, int8 (--inference), comma-separated (default fp32)",
            [](O& options, const std::string& option, const std::string& text) {
-             options.precisions = split_list(option, text);
+             options.precisions = parse_list(option, text);
            }},
           {"--batch-size", "LIST", "batch sizes per replica, comma-separated (default 64)",
            [](O& options, const std::string& option, const std::string& text) {
              options.batch_sizes.clear();
-             for (const std::string& item : split_list(option, text))
+             for (const std::string& item : parse_list(option, text))
                options.batch_sizes.push_back(parse_positive_integer(option, item));
            }},
           {"--threads", "N", "CPU threads (default: every core)", into(&O::threads, as_int)},
@@ -154,14 +137,14 @@ const OptionTable<bench::BenchOptions>& run_options() {
           {"--estimate", "LIST",
            "hardware to estimate: all, none or keys such as A100,TPU v5e (default all)",
            [](O& options, const std::string& option, const std::string& text) {
-             options.estimates = split_list(option, text);
+             options.estimates = parse_list(option, text);
              if (options.estimates == std::vector<std::string>{"none"}) options.estimates.clear();
            }},
           {"--peers", "LIST",
            "tf, tf-xla (jit_compile=True), torch: run bench/peers/run_peer.py on the same "
            "configurations",
            [](O& options, const std::string& option, const std::string& text) {
-             for (const std::string& peer : split_list(option, text)) {
+             for (const std::string& peer : parse_list(option, text)) {
                if (peer != "tf" && peer != "tf-xla" && peer != "torch") {
                  throw UsageError(option + ": unknown peer '" + peer +
                                   "'; use tf, tf-xla, torch or a list of them");

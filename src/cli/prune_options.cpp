@@ -30,8 +30,7 @@ const OptionTable<PruneOptions>& prune_options() {
         {"--prune-layers", "NAMES",
          "the layers to prune, comma-separated (default: every Dense and Conv2D)",
          [](O& options, const std::string& option, const std::string& text) {
-           options.layers = split_list(text);
-           if (options.layers.empty()) throw UsageError(option + " names no layer");
+           options.layers = parse_list(option, text);
          }},
     });
     options.check([](O& options, const ParsedArgs& args) {

@@ -31,8 +31,7 @@ const OptionTable<QuantizeOptions>& quantize_options() {
         {"--quantize-layers", "NAMES",
          "the layers --quantize quantises, comma-separated (default: every Dense and Conv2D)",
          [](O& options, const std::string& option, const std::string& text) {
-           options.layers = split_list(text);
-           if (options.layers.empty()) throw UsageError(option + " names no layer");
+           options.layers = parse_list(option, text);
          }},
     });
     options.check([](O& options, const ParsedArgs& args) {

@@ -78,6 +78,26 @@ TEST(Args, TypedValues) {
   }
 }
 
+// Lists: split_list drops empty items; an option's list (parse_list) trims them and refuses an
+// empty one, naming the option.
+TEST(Args, Lists) {
+  EXPECT_EQ(split_list("a,,b,"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(parse_list("--model", "mlp, cnn ,resnet50"),
+            (std::vector<std::string>{"mlp", "cnn", "resnet50"}));
+  const auto message = [](const std::string& text) {
+    try {
+      parse_list("--quantize-layers", text);
+    } catch (const UsageError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message("dense,,conv2d"),
+            "--quantize-layers has an empty item in 'dense,,conv2d'; separate items by commas");
+  EXPECT_EQ(message(""), "--quantize-layers needs at least one item");
+  EXPECT_EQ(message(" "), "--quantize-layers has an empty item in ' '; separate items by commas");
+}
+
 // One declaration per option: the help line, the parse and the typed field come from it.
 struct Inner {
   double rate = 0.5;
