@@ -20,10 +20,12 @@ using compile::ValueKind;
 
 constexpr std::size_t kAlignment = 64;  // as the CPU allocator aligns every buffer
 
+std::size_t exact_bytes(const TensorMeta& meta) {
+  return static_cast<std::size_t>(shape_numel(meta.shape)) * dtype_size(meta.dtype);
+}
+
 std::size_t aligned_bytes(const TensorMeta& meta) {
-  const std::size_t bytes =
-      static_cast<std::size_t>(shape_numel(meta.shape)) * dtype_size(meta.dtype);
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  return (exact_bytes(meta) + kAlignment - 1) / kAlignment * kAlignment;
 }
 
 std::string mebibytes(std::size_t bytes) {
@@ -136,16 +138,20 @@ void CompiledStep::Impl::merge_in_place_outputs(std::vector<int>& last,
       inputs.push_back(graph.values[static_cast<std::size_t>(input)].meta);
     const int k = def.in_place_input(inputs, node.attrs);
     if (k < 0) continue;
-    const int input_root = root[static_cast<std::size_t>(node.inputs[static_cast<std::size_t>(k)])];
+    const int input = node.inputs[static_cast<std::size_t>(k)];
+    const int input_root = root[static_cast<std::size_t>(input)];
     const int output = node.outputs[0];
     const auto in = static_cast<std::size_t>(input_root);
     const auto out = static_cast<std::size_t>(output);
-    const bool read_elsewhere = std::ranges::count_if(node.inputs, [&](int input) {
-                                  return root[static_cast<std::size_t>(input)] == input_root;
+    const bool read_elsewhere = std::ranges::count_if(node.inputs, [&](int other) {
+                                  return root[static_cast<std::size_t>(other)] == input_root;
                                 }) > 1;
+    // The input must be its whole buffer (the root or a reshaped view of it, not a part).
+    const std::size_t bytes = exact_bytes(graph.values[out].meta);
     if (root[out] != output || !own_buffer(input_root) || !own_buffer(output) ||
         last[in] != static_cast<int>(n) || read_elsewhere ||
-        aligned_bytes(graph.values[in].meta) != aligned_bytes(graph.values[out].meta)) {
+        exact_bytes(graph.values[in].meta) != bytes ||
+        exact_bytes(graph.values[static_cast<std::size_t>(input)].meta) != bytes) {
       continue;
     }
     for (std::size_t v = 0; v < root.size(); ++v)
