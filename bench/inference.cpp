@@ -105,8 +105,8 @@ int main(int argc, char** argv) {
                           {"one_output", model.predict(one)},
                           {"batch_output", model.predict(batch, settings.batch)}});
 
-    nn::Model folded = nn::fold_batch_norms(model);
     InferenceModel compiled(model);
+    nn::Model& folded = compiled.model();
     const NoGradGuard no_grad;
     std::string ways =
         figures(

@@ -25,6 +25,9 @@ class InferenceModel {
   // "f32, batch norms folded, compiled" or "int8 kernels (oneDNN), ...".
   std::string description() const;
   bool quantized() const { return quantized_; }
+  // The model it runs: the given one with its batch norms folded, or its integer model (whose
+  // weights are constants). Model::predict on it runs it eagerly.
+  nn::Model& model() { return model_; }
   // The model's output for `inputs` (N, ...), run in batches of `batch_size`.
   Tensor predict(const Tensor& inputs, std::int64_t batch_size);
 

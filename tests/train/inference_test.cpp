@@ -17,6 +17,8 @@ TEST(InferenceModel, PredictsWhatTheModelDoesInBatchesWithAPartialLastOne) {
   InferenceModel inference(model);
   EXPECT_FALSE(inference.quantized());
   EXPECT_EQ(inference.description(), "f32, batch norms folded, compiled");
+  for (const nn::Layer& layer : inference.model().layers())
+    EXPECT_NE(std::string_view(layer.impl().class_name()), "BatchNormalization");
   const Tensor x = testing::image_problem(11, 4).x;
   const Tensor expected = model.predict(x);
   const Tensor batched = inference.predict(x, 4);  // 4, 4, then 3 padded to 4
