@@ -40,7 +40,16 @@ std::string format_memory_size(std::size_t bytes);
 // Tandem's version, e.g. "0.1.0".
 const char* version();
 // oneDNN's version and the CPU instruction set it dispatches to, e.g. "oneDNN 2.6.3
-// (avx512_core_bf16)".
+// (avx512_core_bf16)", with what that set lacks: "oneDNN 2.6.3 (avx2; no AVX-512: bf16 ops on
+// Tandem's loops; no VNNI: int8 products in f32)".
 std::string cpu_backend_description();
+// What runs on oneDNN's kernels on this CPU. bf16 ops need AVX-512: without it they run on
+// Tandem's loops, many times slower than f32. int8 products (quantised models) need VNNI: without
+// it they run in f32 on the dequantised operands, the same results at f32's speed.
+struct CpuKernels {
+  bool bf16 = false;
+  bool int8 = false;
+};
+CpuKernels cpu_kernels();
 
 }  // namespace tandem

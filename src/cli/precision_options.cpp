@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "tandem/error.h"
+#include "tandem/runtime.h"
 
 namespace tandem::cli {
 
@@ -38,9 +39,20 @@ std::optional<std::string> precision_warning(const std::string& precision,
   const bool on_cpu = std::any_of(devices.begin(), devices.end(), [](const Device& device) {
     return device.type == DeviceType::cpu;
   });
-  if (precision != "fp16" || !on_cpu) return std::nullopt;
-  return "--precision fp16 on the CPU runs Tandem's float16 reference loops, over 100x slower "
-         "than bf16 there (no oneDNN float16 kernels); use --precision bf16 on the CPU";
+  if (!on_cpu) return std::nullopt;
+  if (precision == "fp16") {
+    return std::string(
+               "--precision fp16 on the CPU runs Tandem's float16 reference loops, over "
+               "100x slower than bf16 there (no oneDNN float16 kernels); ") +
+           (cpu_kernels().bf16 ? "use --precision bf16 on the CPU"
+                               : "use --precision fp32 on this CPU (it has no AVX-512 for bf16)");
+  }
+  if (precision == "bf16" && !cpu_kernels().bf16) {
+    return "--precision bf16 on this CPU runs Tandem's bfloat16 loops, many times slower than "
+           "fp32 (oneDNN has bf16 kernels only with AVX-512, which this CPU lacks: " +
+           cpu_backend_description() + "); use --precision fp32 here";
+  }
+  return std::nullopt;
 }
 
 std::size_t parse_memory_size(const std::string& option, const std::string& text) {

@@ -7,6 +7,7 @@
 #include "tandem/autodiff.h"
 #include "tandem/ops.h"
 #include "tandem/quantization.h"
+#include "tandem/runtime.h"
 
 namespace tandem {
 
@@ -18,8 +19,10 @@ InferenceModel::InferenceModel(const nn::Model& model)
       }) {}
 
 std::string InferenceModel::description() const {
-  return quantized_ ? "int8 kernels (oneDNN), batch norms folded, compiled"
-                    : "f32, batch norms folded, compiled";
+  if (!quantized_) return "f32, batch norms folded, compiled";
+  return cpu_kernels().int8
+             ? "int8 kernels (oneDNN), batch norms folded, compiled"
+             : "int8 grid in f32 kernels (this CPU has no VNNI), batch norms folded, compiled";
 }
 
 Tensor InferenceModel::predict(const Tensor& inputs, std::int64_t batch_size) {

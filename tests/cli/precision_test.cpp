@@ -4,6 +4,7 @@
 #include "cli/cli_runner.h"
 #include "cli/precision_options.h"
 #include "tandem/error.h"
+#include "tandem/runtime.h"
 
 namespace tandem::testing {
 namespace {
@@ -41,18 +42,38 @@ TEST(PrecisionOptions, TrainsInBf16) {
   EXPECT_NE(result.out.find("precision: bf16 (mixed_bfloat16 dtype policy)"), std::string::npos)
       << result.out;
   EXPECT_NE(slurp(report).find("\"precision\": \"bf16\""), std::string::npos) << slurp(report);
-  EXPECT_EQ(result.err.find("warning"), std::string::npos) << result.err;
+  // Warned only where oneDNN has no bf16 kernels (a CPU without AVX-512).
+  const std::optional<std::string> warning = cli::precision_warning("bf16", {Device::cpu()});
+  EXPECT_EQ(result.err.find("warning"), warning ? 0 : std::string::npos) << result.err;
 }
 
-// fp16 on the CPU runs the reference loops: one line on stderr says so and suggests bf16.
+// Without AVX-512 oneDNN has no bf16 kernels: bf16 runs on the loops, and one line says so and
+// suggests fp32; with it, nothing is said.
+TEST(PrecisionOptions, Bf16WarnsOnlyWhereTheCpuHasNoBf16Kernels) {
+  const std::optional<std::string> warning = cli::precision_warning("bf16", {Device::cpu()});
+  EXPECT_FALSE(cli::precision_warning("bf16", {Device::cuda(0)}));
+  if (cpu_kernels().bf16) {
+    EXPECT_FALSE(warning);
+    return;
+  }
+  ASSERT_TRUE(warning);
+  EXPECT_NE(warning->find("AVX-512"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("use --precision fp32"), std::string::npos) << *warning;
+  EXPECT_EQ(warning->find('\n'), std::string::npos);
+}
+
+// fp16 on the CPU runs the reference loops: one line on stderr says so and suggests bf16 (fp32
+// on a CPU without bf16 kernels).
 TEST(PrecisionOptions, Fp16OnTheCpuWarnsThatItIsSlowAndSuggestsBf16) {
   EXPECT_FALSE(cli::precision_warning("fp16", {Device::cuda(0)}));
-  EXPECT_FALSE(cli::precision_warning("bf16", {Device::cpu()}));
   EXPECT_FALSE(cli::precision_warning("fp32", {Device::cpu()}));
   const std::optional<std::string> warning = cli::precision_warning("fp16", {Device::cpu()});
   ASSERT_TRUE(warning);
   EXPECT_NE(warning->find("slower than bf16"), std::string::npos) << *warning;
-  EXPECT_NE(warning->find("use --precision bf16"), std::string::npos) << *warning;
+  // bf16 where the CPU has oneDNN's bf16 kernels (AVX-512), fp32 where not.
+  EXPECT_NE(warning->find(cpu_kernels().bf16 ? "use --precision bf16" : "use --precision fp32"),
+            std::string::npos)
+      << *warning;
   EXPECT_EQ(warning->find('\n'), std::string::npos);
 
   ScratchDir dir;

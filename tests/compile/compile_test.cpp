@@ -500,6 +500,24 @@ TEST(CompiledStep, WritesAnIntegerConvolutionOverTheResidualItEnds) {
   expect_identical(step.run(inputs)[0], block(inputs)[0], "in place");
 }
 
+// The same for an integer product: on a CPU without VNNI it runs on the float matmul kernel,
+// whose GEMM writes the product before its post-op reads the residual.
+TEST(CompiledStep, WritesAnIntegerProductOverTheResidualItEnds) {
+  const Tensor scale = Tensor::scalar(0.02f);
+  const Tensor weights = cast(uniform({16, 16}, 37) * 100.0f, DType::i8);
+  const Tensor weight_scale = Tensor::full({16}, 0.01f), bias = uniform({16}, 38);
+  const auto block = [&](const std::vector<Tensor>& in) {
+    const Tensor r = relu(in[0] * 2.0f);  // (32, 16)
+    const Tensor y =
+        relu(quantized_matmul(relu(in[0]), {.scale = scale}, weights, weight_scale, bias) + r);
+    return std::vector<Tensor>{y * 3.0f};
+  };
+  const std::vector<Tensor> inputs{uniform({32, 16}, 39)};
+  CompiledStep step = trace_step("integer dense block", block, inputs);
+  EXPECT_EQ(step.stats().in_place, 1u) << step.listing();
+  expect_identical(step.run(inputs)[0], block(inputs)[0], "in place");
+}
+
 TEST(CompiledStep, ReleasedMemoryComesBackAtTheNextRun) {
   const Tensor x = uniform({64, 64}, 16);
   const auto body = [](const std::vector<Tensor>& in) {

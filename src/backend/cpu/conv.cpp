@@ -391,7 +391,8 @@ void conv_backward_filter_onednn(const KernelContext& c, const Window2D& g) {
   }
 }
 
-// ---- kernel ----
+}  // namespace
+
 void conv_kernel(const KernelContext& c) {
   const Window2D g = conv_geometry(c);
   const DType dtype = c.inputs[0].dtype();
@@ -400,7 +401,7 @@ void conv_kernel(const KernelContext& c) {
   // oneDNN's backward-filter splits the sum over the batch across threads, so its result
   // depends on the thread count; deterministic mode sums in the loops' fixed order instead.
   const bool thread_dependent = c.kind == OpKind::conv2d_backward_filter && deterministic();
-  if ((dtype == DType::f32 || dtype == DType::bf16) && !empty && !thread_dependent) {
+  if (onednn_float_kernels(dtype) && !empty && !thread_dependent) {
     switch (c.kind) {
       case OpKind::conv2d:
         return conv_forward_onednn(c, g);
@@ -412,8 +413,6 @@ void conv_kernel(const KernelContext& c) {
   }
   conv_loops(c, g);
 }
-
-}  // namespace
 
 void register_conv_kernels(KernelTable& table) {
   const std::uint32_t floating = floating_dtypes_mask();

@@ -132,6 +132,36 @@ dnnl::primitive_attr fused_post_ops(Residual residual, const dnnl::memory::desc&
   return attr;
 }
 
+const OnednnIsa& onednn_isa() {
+  static const OnednnIsa isa = [] {
+    switch (dnnl::get_effective_cpu_isa()) {
+      case dnnl::cpu_isa::sse41:
+        return OnednnIsa{"sse4.1", false, false};
+      case dnnl::cpu_isa::avx:
+        return OnednnIsa{"avx", false, false};
+      case dnnl::cpu_isa::avx2:
+        return OnednnIsa{"avx2", false, false};
+      case dnnl::cpu_isa::avx2_vnni:
+        return OnednnIsa{"avx2_vnni", false, true};
+      case dnnl::cpu_isa::avx512_core:
+        return OnednnIsa{"avx512_core", true, false};
+      case dnnl::cpu_isa::avx512_core_vnni:
+        return OnednnIsa{"avx512_core_vnni", true, true};
+      case dnnl::cpu_isa::avx512_core_bf16:
+        return OnednnIsa{"avx512_core_bf16", true, true};
+      case dnnl::cpu_isa::avx512_core_amx:
+        return OnednnIsa{"avx512_core_amx", true, true};
+      default:
+        return OnednnIsa{"baseline", false, false};
+    }
+  }();
+  return isa;
+}
+
+bool onednn_float_kernels(DType dtype) {
+  return dtype == DType::f32 || (dtype == DType::bf16 && onednn_isa().bf16);
+}
+
 bool is_reference_implementation(const char* impl_info) {
   return std::string_view(impl_info).starts_with("ref");
 }
@@ -157,38 +187,16 @@ const char* version() {
 
 std::string cpu_backend_description() {
   const dnnl_version_t* onednn = dnnl_version();
-  std::string isa;
-  switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::sse41:
-      isa = "sse4.1";
-      break;
-    case dnnl::cpu_isa::avx:
-      isa = "avx";
-      break;
-    case dnnl::cpu_isa::avx2:
-      isa = "avx2";
-      break;
-    case dnnl::cpu_isa::avx2_vnni:
-      isa = "avx2_vnni";
-      break;
-    case dnnl::cpu_isa::avx512_core:
-      isa = "avx512_core";
-      break;
-    case dnnl::cpu_isa::avx512_core_vnni:
-      isa = "avx512_core_vnni";
-      break;
-    case dnnl::cpu_isa::avx512_core_bf16:
-      isa = "avx512_core_bf16";
-      break;
-    case dnnl::cpu_isa::avx512_core_amx:
-      isa = "avx512_core_amx";
-      break;
-    default:
-      isa = "baseline";
-      break;
-  }
+  const cpu::OnednnIsa& isa = cpu::onednn_isa();
+  std::string notes;
+  if (!isa.bf16) notes += "; no AVX-512: bf16 ops on Tandem's loops";
+  if (!isa.exact_int8) notes += "; no VNNI: int8 products in f32";
   return "oneDNN " + std::to_string(onednn->major) + "." + std::to_string(onednn->minor) + "." +
-         std::to_string(onednn->patch) + " (" + isa + ")";
+         std::to_string(onednn->patch) + " (" + isa.name + notes + ")";
+}
+
+CpuKernels cpu_kernels() {
+  return {cpu::onednn_isa().bf16, cpu::onednn_isa().exact_int8};
 }
 
 }  // namespace tandem

@@ -23,6 +23,10 @@ void register_elementwise_kernels(KernelTable& table);
 // out = out + residual, then relu when `relu`, as the add and relu kernels would give it (each
 // step rounded to out's dtype): a fused residual's fallback where oneDNN's post-op cannot serve.
 void add_residual(const Tensor& residual, const Tensor& out, bool relu);
+// The float conv2d (and its backward ops) and matmul kernels, which the integer products run on
+// where oneDNN's int8 kernels are inexact (OnednnIsa::exact_int8).
+void conv_kernel(const KernelContext& c);
+void matmul_kernel(const KernelContext& c);
 void register_reduction_kernels(KernelTable& table);
 void register_linalg_kernels(KernelTable& table);
 void register_conv_kernels(KernelTable& table);

@@ -18,8 +18,7 @@ namespace {
 constexpr std::int64_t kOneDnnMinElements = 16384;
 
 bool use_onednn(const Tensor& tensor) {
-  return (tensor.dtype() == DType::f32 || tensor.dtype() == DType::bf16) &&
-         tensor.numel() >= kOneDnnMinElements;
+  return onednn_float_kernels(tensor.dtype()) && tensor.numel() >= kOneDnnMinElements;
 }
 
 // ---- scalar math shared by the loops ----

@@ -138,15 +138,24 @@ bool matmul_onednn(const KernelContext& c, const MatmulShape& s) {
   return true;
 }
 
+}  // namespace
+
 void matmul_kernel(const KernelContext& c) {
   const MatmulShape s = matmul_shape(c);
   if (c.outputs[0].numel() == 0) return;
+  // Both ways write the product before they read the residual (oneDNN's GEMM, then its post-ops;
+  // the loops, then add_residual): a residual in the output's own buffer (an integer product's
+  // in-place input, run here on a CPU without VNNI) is kept aside first.
+  if (s.fused_add && c.outputs[0].raw_data() == c.inputs.back().raw_data()) {
+    std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
+    inputs.back() = inputs.back().clone();
+    return matmul_kernel(KernelContext{c.kind, inputs, c.outputs, c.attrs});
+  }
   const DType dtype = c.inputs[0].dtype();
   // oneDNN rejects empty products (K = 0); the loops give the bias (or zeros) there. Its GEMM
   // may split K across threads (a thread-count-dependent sum), so deterministic mode uses the
   // loops, which give each output row to one thread.
-  if ((dtype == DType::f32 || dtype == DType::bf16) && s.k > 0 && !deterministic() &&
-      matmul_onednn(c, s)) {
+  if (onednn_float_kernels(dtype) && s.k > 0 && !deterministic() && matmul_onednn(c, s)) {
     return;
   }
   visit_dtype(dtype, [&](auto tag) {
@@ -155,8 +164,6 @@ void matmul_kernel(const KernelContext& c) {
   });
   if (s.fused_add) add_residual(c.inputs.back(), c.outputs[0], s.fused_relu);
 }
-
-}  // namespace
 
 void register_linalg_kernels(KernelTable& table) {
   table.set(OpKind::matmul, matmul_kernel,

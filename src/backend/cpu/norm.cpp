@@ -304,7 +304,7 @@ bool batch_norm_backward_onednn(const KernelContext& c) {
 }
 
 bool use_onednn(const Tensor& x) {
-  return (x.dtype() == DType::f32 || x.dtype() == DType::bf16) && x.numel() > 0;
+  return onednn_float_kernels(x.dtype()) && x.numel() > 0;
 }
 
 // oneDNN sums the batch statistics and the gradients of gamma and beta per thread, so they

@@ -15,6 +15,22 @@ dnnl::stream& onednn_stream();
 std::optional<dnnl::memory::data_type> onednn_data_type(DType dtype);
 bool onednn_supports(DType dtype);
 
+// What oneDNN can do on this CPU, from the instruction set it dispatches to (its effective ISA).
+struct OnednnIsa {
+  const char* name;  // "avx2", "avx512_core_amx", ...
+  // oneDNN 2.6 implements bf16 only with AVX-512 (emulated on avx512_core, native from
+  // avx512_core_bf16): on an AVX2 CPU its bf16 primitives cannot be created.
+  bool bf16;
+  // Its int8 products are exact only with VNNI (vpdpbusd sums four u8 x s8 products in s32).
+  // Without it they pair products with vpmaddubsw, which saturates at 16 bits: two 255 x 127
+  // products already overflow, so results on an AVX2 or plain AVX-512 CPU can be far off.
+  bool exact_int8;
+};
+const OnednnIsa& onednn_isa();
+// Whether the f32/bf16 kernels of a float op run on oneDNN for `dtype` on this CPU (f32 always,
+// bf16 where oneDNN has it); where not, the op's loops run.
+bool onednn_float_kernels(DType dtype);
+
 dnnl::memory::dims onednn_dims(const Shape& shape);
 // Plain row-major layout of any rank (a, ab, abc, ...); NHWC tensors are row-major too.
 dnnl::memory::desc plain_desc(const Shape& shape, DType dtype);

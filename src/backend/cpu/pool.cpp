@@ -382,7 +382,7 @@ void pool_kernel(const KernelContext& c) {
   const DType dtype = c.inputs[0].dtype();
   // oneDNN rejects zero-sized tensors; the loops write the zeros (or nothing) they call for.
   const bool empty = shape_numel(g.input_shape()) == 0 || shape_numel(g.output_shape()) == 0;
-  if ((dtype == DType::f32 || dtype == DType::bf16) && !empty) {
+  if (onednn_float_kernels(dtype) && !empty) {
     const bool backward =
         c.kind == OpKind::max_pool2d_backward || c.kind == OpKind::avg_pool2d_backward;
     return backward ? pool_backward_onednn(c, g) : pool_forward_onednn(c, g);
@@ -397,8 +397,7 @@ void max_pool_backward_kernel(const KernelContext& c) {
   const bool empty = shape_numel(g.input_shape()) == 0 || shape_numel(g.output_shape()) == 0;
   const DType dtype = c.inputs[0].dtype();
   // f64 and f16 keep the loops, the reference this path is tested against.
-  const bool disjoint =
-      windows_are_disjoint(g) && !empty && (dtype == DType::f32 || dtype == DType::bf16);
+  const bool disjoint = windows_are_disjoint(g) && !empty && onednn_float_kernels(dtype);
   if (!disjoint) pool_kernel(c);
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);

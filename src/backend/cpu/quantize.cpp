@@ -9,9 +9,10 @@
 // (its geometry and scales) gets its own cache entry; for constant weights (Tensor::is_constant:
 // an int8 model's) the entry, keyed by the weights tensor too, also keeps them reordered into the
 // primitive's layout, which other weights are reordered into on every call.
-// Integer loops (exact int32 sums) run where oneDNN has no int8 primitive but its reference one;
-// the oneDNN path is tested against the simulation (fake_quantize around conv2d/matmul) and
-// against XLA's lowering of the ops.
+// Integer loops (exact int32 sums) run where oneDNN has no int8 primitive but its reference one.
+// On a CPU without VNNI, where oneDNN's int8 kernels saturate, the products run in f32 on the
+// dequantised operands (OnednnIsa::exact_int8). The oneDNN path is tested against the simulation
+// (fake_quantize around conv2d/matmul) and against XLA's lowering of the ops.
 #include <bit>
 #include <cmath>
 #include <optional>
@@ -93,20 +94,33 @@ QuantizedProduct quantized_product(const KernelContext& c) {
   return product;
 }
 
-// x / scale rounded ties-to-even and clamped to Q's range, as fake_quantize computes q. Compiled
-// for AVX-512 and AVX2 too: the baseline's nearbyint is a library call per element, which made
-// quantising ResNet-50's activations cost more than its int8 convolutions.
+// x / scale rounded ties-to-even and clamped to Q's range, as fake_quantize computes q. Comparisons
+// rather than fmin/fmax, which are library calls (for their NaN rules); a NaN still ends at the
+// low end, as fake_quantize's fmax(NaN, low) puts it.
+template <typename Q>
+[[gnu::always_inline]] inline float grid_point(float x, float scale) {
+  const auto low = static_cast<float>(std::numeric_limits<Q>::lowest());
+  const auto high = static_cast<float>(std::numeric_limits<Q>::max());
+  const float value = std::nearbyint(x / scale);
+  return value > low ? (value < high ? value : high) : low;
+}
+
+// q for each x. Compiled for AVX-512 and AVX2 too: the baseline's nearbyint is a library call
+// per element, which made quantising ResNet-50's activations cost more than its int8
+// convolutions.
 template <typename Q>
 TANDEM_VECTOR_CLONES void quantize_range(const float* __restrict x, std::int64_t count, float scale,
                                          Q* __restrict q) {
-  const auto low = static_cast<float>(std::numeric_limits<Q>::lowest());
-  const auto high = static_cast<float>(std::numeric_limits<Q>::max());
-  // Comparisons rather than fmin/fmax, which are library calls (for their NaN rules); a NaN
-  // still ends at the low end, as fake_quantize's fmax(NaN, low) puts it.
-  for (std::int64_t i = 0; i < count; ++i) {
-    const float value = std::nearbyint(x[i] / scale);
-    q[i] = static_cast<Q>(value > low ? (value < high ? value : high) : low);
-  }
+  for (std::int64_t i = 0; i < count; ++i)
+    q[i] = static_cast<Q>(grid_point<Q>(x[i], scale));
+}
+
+// q * scale for each x: x on its grid, as fake_quantize gives it.
+template <typename Q>
+TANDEM_VECTOR_CLONES void dequantize_range(const float* __restrict x, std::int64_t count,
+                                           float scale, float* __restrict y) {
+  for (std::int64_t i = 0; i < count; ++i)
+    y[i] = grid_point<Q>(x[i], scale) * scale;
 }
 
 // x quantised to u8 or s8 in a buffer of the calling thread, reused from call to call (a kernel
@@ -327,11 +341,65 @@ void run_quantized(const KernelContext& c, const QuantizedPrimitive& layer,
            {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, wrap(layer.bias, c.inputs[4])}});
 }
 
+// ---- CPUs whose oneDNN int8 kernels are inexact (OnednnIsa::exact_int8) ----
+// The product runs as the float conv2d or matmul kernel on the dequantised operands: x on its
+// grid (q * input scale, as fake_quantize gives it) and the weights times their per-channel
+// scales, with the bias, residual (in place too) and relu fused as there. These are the
+// simulation's operands, so the results agree with it, and with the exact int32 sums, to f32
+// rounding; the speed is f32's.
+
+// The int8 weights (..., C_out) times their scales, as f32. Constant weights (an int8 model's) are
+// dequantised once and kept, themselves constant, so the float kernel keeps its own reorder.
+Tensor dequantized_weights(const Tensor& weights, const Tensor& scales) {
+  const auto dequantize = [&] {
+    Tensor result = Tensor::empty(weights.shape(), DType::f32, weights.device());
+    const std::int8_t* q = weights.data<std::int8_t>();
+    const float* scale = scales.data<float>();
+    const std::int64_t channels = scales.numel();
+    float* y = result.data<float>();
+    parallel_for(weights.numel(), 16, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i)
+        y[i] = static_cast<float>(q[i]) * scale[i % channels];
+    });
+    result.set_constant(weights.is_constant());
+    return result;
+  };
+  if (!weights.is_constant()) return dequantize();
+  static PrimitiveCache<Tensor> constants(kLayerCacheCapacity);
+  PrimitiveKey key{static_cast<std::int64_t>(weights.id())};
+  for (float scale : std::span(scales.data<float>(), static_cast<std::size_t>(scales.numel())))
+    key.push_back(std::bit_cast<std::uint32_t>(scale));
+  return *constants.get(key, dequantize);
+}
+
+// Runs `float_kernel` as `float_kind` with `float_attrs` on the dequantised operands of the
+// integer product `c`, into c's output.
+void run_dequantized(const KernelContext& c, const QuantizedProduct& p, OpKind float_kind,
+                     const Attrs& float_attrs, void (*float_kernel)(const KernelContext&)) {
+  const Tensor& x = c.inputs[0];
+  Tensor x_on_grid = Tensor::empty(x.shape(), DType::f32, x.device());
+  const float* values = x.data<float>();
+  float* y = x_on_grid.data<float>();
+  parallel_for(x.numel(), 16, [&](std::int64_t begin, std::int64_t end) {
+    if (p.input_unsigned) {
+      dequantize_range<std::uint8_t>(values + begin, end - begin, p.input_scale, y + begin);
+    } else {
+      dequantize_range<std::int8_t>(values + begin, end - begin, p.input_scale, y + begin);
+    }
+  });
+  std::vector<Tensor> inputs{x_on_grid, dequantized_weights(c.inputs[2], c.inputs[3]), c.inputs[4]};
+  if (p.fused_add) inputs.push_back(c.inputs.back());
+  float_kernel(KernelContext{float_kind, inputs, c.outputs, float_attrs});
+}
+
 void quantized_conv2d_kernel(const KernelContext& c) {
   static PrimitiveCache<QuantizedPrimitive> cache(kLayerCacheCapacity);
   const auto attrs = op_attrs<OpKind::quantized_conv2d>(c.attrs);
   const Window2D g = conv_window(op_name(c.kind), c.inputs[0].shape(), c.inputs[2].shape(), attrs);
   const QuantizedProduct p = quantized_product<OpKind::quantized_conv2d>(c);
+  if (!onednn_isa().exact_int8) {
+    return run_dequantized(c, p, OpKind::conv2d, write_attrs(Conv2DAttrs(attrs)), conv_kernel);
+  }
   void* q = quantized_input(c.inputs[0], p);
   std::shared_ptr<const QuantizedPrimitive> layer;
   if (c.outputs[0].numel() > 0 && g.in_c > 0) {
@@ -347,6 +415,12 @@ void quantized_conv2d_kernel(const KernelContext& c) {
 void quantized_matmul_kernel(const KernelContext& c) {
   static PrimitiveCache<QuantizedPrimitive> cache(kLayerCacheCapacity);
   const QuantizedProduct p = quantized_product<OpKind::quantized_matmul>(c);
+  if (!onednn_isa().exact_int8) {
+    return run_dequantized(
+        c, p, OpKind::matmul,
+        write_attrs(MatmulAttrs{.fused_relu = p.fused_relu, .fused_add = p.fused_add}),
+        matmul_kernel);
+  }
   void* q = quantized_input(c.inputs[0], p);
   const std::int64_t k = c.inputs[2].dim(0);
   const std::int64_t columns = c.inputs[2].dim(1);

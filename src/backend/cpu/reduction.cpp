@@ -186,9 +186,8 @@ void reduce_kernel(const KernelContext& c) {
   std::optional<ReductionBlock> block = contiguous_block(x.shape(), axes);
   // oneDNN's reduction splits large sums across threads; deterministic mode keeps the loops,
   // where one thread sums each output element.
-  if (block && (x.dtype() == DType::f32 || x.dtype() == DType::bf16) &&
-      x.numel() >= kOneDnnMinElements && x.rank() <= DNNL_MAX_NDIMS && !deterministic() &&
-      onednn_reduction(c, kReduction, *block)) {
+  if (block && onednn_float_kernels(x.dtype()) && x.numel() >= kOneDnnMinElements &&
+      x.rank() <= DNNL_MAX_NDIMS && !deterministic() && onednn_reduction(c, kReduction, *block)) {
     return;
   }
   if (!block) {

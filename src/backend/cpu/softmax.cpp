@@ -143,7 +143,7 @@ bool softmax_onednn(const KernelContext& c, const AxisView& view, bool backward)
 }
 
 bool use_onednn(const Tensor& x) {
-  return (x.dtype() == DType::f32 || x.dtype() == DType::bf16) && x.numel() > 0;
+  return onednn_float_kernels(x.dtype()) && x.numel() > 0;
 }
 
 template <bool kBackward>
