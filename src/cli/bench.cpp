@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/inference.h"
+#include "cli/precision_options.h"
 #include "cli/strategy_options.h"
 #include "core/files.h"
 #include "tandem/bench.h"
@@ -293,6 +294,18 @@ int run_bench(const ParsedArgs& args) {
   }
   if (const auto warning = thread_count_warning(options.threads)) {
     std::cerr << "warning: " << *warning << "\n";
+  }
+  // What train warns about a precision on the CPU (bf16 without AVX-512 runs on the loops), said
+  // once before the runs whose figures it explains.
+  const bool on_cpu =
+      std::any_of(options.devices.begin(), options.devices.end(),
+                  [](const std::string& device) { return device == "all" || device == "cpu"; });
+  for (const std::string& precision :
+       options.inference ? std::vector<std::string>{} : options.precisions) {
+    if (!on_cpu) break;
+    if (const auto warning = precision_warning(precision, {Device::cpu()})) {
+      std::cerr << "warning: " << *warning << "\n";
+    }
   }
   if (options.inference) {
     if (!output.csv.empty() || !output.html.empty()) {

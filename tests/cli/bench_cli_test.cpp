@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runner.h"
+#include "cli/precision_options.h"
+#include "tandem/runtime.h"
 
 namespace tandem::testing {
 namespace {
@@ -80,6 +82,19 @@ TEST(BenchCli, SmokePresetPrintsEachEpochOnEachDevice) {
   EXPECT_TRUE(std::regex_search(result.out, epochs)) << result.out;
   expect_contains(result.out, "| resnet50 | cpu (");
   expect_contains(result.err, "bench: resnet50 fp32 batch 8 on cpu ...");
+}
+
+// bf16 on a CPU without AVX-512 runs on the loops: the bench says so once, as train does, before
+// the figures it explains; where the CPU has oneDNN's bf16 kernels nothing is said.
+TEST(BenchCli, Bf16OnTheCpuIsWarnedAboutWhereItRunsOnTheLoops) {
+  const CliResult result = run_cli({"bench", "--model", "mlp", "--precision", "fp32,bf16",
+                                    "--batch-size", "8", "--warmup-steps", "1", "--steps", "1",
+                                    "--windows", "1", "--threads", "1", "--estimate", "none"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  const std::optional<std::string> warning = cli::precision_warning("bf16", {Device::cpu()});
+  EXPECT_EQ(warning.has_value(), !cpu_kernels().bf16);
+  const std::string said = warning ? "warning: " + *warning + "\n" : "--precision bf16 on this CPU";
+  EXPECT_EQ(result.err.find(said) != std::string::npos, warning.has_value()) << result.err;
 }
 
 TEST(BenchCli, PriceTablesAreCheckedAndPrintable) {
