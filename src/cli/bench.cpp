@@ -300,9 +300,8 @@ int run_bench(const ParsedArgs& args) {
   const bool on_cpu =
       std::any_of(options.devices.begin(), options.devices.end(),
                   [](const std::string& device) { return device == "all" || device == "cpu"; });
-  for (const std::string& precision :
-       options.inference ? std::vector<std::string>{} : options.precisions) {
-    if (!on_cpu) break;
+  for (const std::string& precision : options.precisions) {
+    if (!on_cpu || options.inference) break;
     if (const auto warning = precision_warning(precision, {Device::cpu()})) {
       std::cerr << "warning: " << *warning << "\n";
     }

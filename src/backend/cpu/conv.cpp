@@ -1,9 +1,10 @@
-// CPU kernels for 2-D convolution and its two backward ops. f32 and bf16 run on oneDNN's JIT
-// convolutions: activations stay NHWC in place, the bias is fused into the forward pass and its
-// gradient into the weights pass, and filters are reordered between Tandem's (KH, KW, C_in,
-// C_out) and whatever blocked layout oneDNN picks (format_tag::any). Primitives, descriptors and
-// reorders are cached per geometry. f64 and f16 (and empty tensors) run the templated loops
-// below, which are also the reference the oneDNN path is tested against.
+// CPU kernels for 2-D convolution and its two backward ops. f32 and bf16 (where the CPU has
+// oneDNN's bf16: onednn_float_kernels) run on oneDNN's JIT convolutions: activations stay NHWC
+// in place, the bias is fused into the forward pass and its gradient into the weights pass, and
+// filters are reordered between Tandem's (KH, KW, C_in, C_out) and whatever blocked layout oneDNN
+// picks (format_tag::any). Primitives, descriptors and reorders are cached per geometry. f64 and
+// f16 (and empty tensors) run the templated loops below, which are also the reference the oneDNN
+// path is tested against.
 #include <optional>
 
 #include "backend/cpu/cpu_backend.h"

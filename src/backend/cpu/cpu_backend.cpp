@@ -95,10 +95,6 @@ std::optional<dnnl::memory::data_type> onednn_data_type(DType dtype) {
   }
 }
 
-bool onednn_supports(DType dtype) {
-  return onednn_data_type(dtype).has_value();
-}
-
 dnnl::memory::dims onednn_dims(const Shape& shape) {
   if (shape.empty()) return {1};
   return dnnl::memory::dims(shape.begin(), shape.end());

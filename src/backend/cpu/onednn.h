@@ -13,7 +13,6 @@ dnnl::stream& onednn_stream();
 
 // The oneDNN data type of `dtype`, or nothing where oneDNN has none (f64, i64, bool).
 std::optional<dnnl::memory::data_type> onednn_data_type(DType dtype);
-bool onednn_supports(DType dtype);
 
 // What oneDNN can do on this CPU, from the instruction set it dispatches to (its effective ISA).
 struct OnednnIsa {
