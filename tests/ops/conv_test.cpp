@@ -137,6 +137,11 @@ std::vector<ConvCase> conv_cases() {
       {{2, 15, 13, 1}, {4, 2, 1, 7}, options({2, 3}, Padding::valid)},
       {{2, 8, 8, 16}, {1, 1, 16, 16}, options({1, 1}, Padding::valid)},
       {{1, 12, 12, 3}, {3, 3, 3, 24}, options({2, 2}, Padding::valid, {2, 1})},
+      // strided 1x1 filters: ResNet-50's last downsampling one at 112x112 (7x7 to 4x4), which
+      // runs on the packed positions it reads, and others that run as given
+      {{2, 7, 7, 1024}, {1, 1, 1024, 2048}, options({2, 2}, Padding::same)},
+      {{2, 14, 14, 64}, {1, 1, 64, 128}, options({2, 2}, Padding::same)},
+      {{1, 9, 8, 16}, {1, 1, 16, 32}, options({2, 3}, Padding::valid)},
   };
   for (int i = 0; i < 12; ++i) {
     cases.push_back(random_conv_case());

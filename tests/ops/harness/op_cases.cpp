@@ -622,6 +622,28 @@ void conv_cases(CaseList& list) {
                 },
             .uses_tf32 = true});
   conv_backward_cases(list, "pointwise", "pointwise_with_bias", pointwise);
+  // A strided 1x1 filter (a bottleneck's downsampling shortcut) with its block's residual fused,
+  // on odd sizes such as 7x7 to 4x4: oneDNN's generic kernel, or its 1x1 kernel on the packed
+  // positions the filter reads. (No relu after the residual: see bias_fused_add.)
+  list.add(
+      {.op = K::conv2d,
+       .name = "pointwise_stride2_fused_add",
+       .instance =
+           [](InputMaker& in) {
+             const Conv2DOptions options{{2, 2}, Padding::same, {1, 1}};
+             ConvGeometry g = conv_geometry(in, options);
+             g.filter[0] = g.filter[1] = 1;
+             g.input[1] |= 1;  // odd: the last position read is the last one there is
+             g.input[2] |= 1;
+             g.output = {g.input[0], (g.input[1] + 1) / 2, (g.input[2] + 1) / 2, g.filter[3]};
+             return Instance{
+                 {in.uniform(g.input), in.uniform(g.filter), in.uniform({g.filter[3]}),
+                  in.uniform(g.output)},
+                 [options](const Inputs& x) {
+                   return call_op(K::conv2d, x, make_op_attrs<K::conv2d>({options, false, true}));
+                 }};
+           },
+       .uses_tf32 = true});
 }
 
 void pool_cases(CaseList& list) {
