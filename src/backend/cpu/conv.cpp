@@ -257,7 +257,6 @@ struct ConvForward {
   // A fused residual oneDNN could not take as a post-op (bf16, where adding before rounding
   // would change the bits, or only its reference kernel): added, and relu applied, afterwards.
   bool residual_after = false;
-  std::string implementation;  // oneDNN's name for the kernel ("jit_1x1:avx2")
   // Set where the primitive is the unit-stride convolution of the positions a strided 1x1
   // convolution of this geometry reads, packed (descs.x).
   std::optional<Window2D> packs_from;
@@ -294,12 +293,8 @@ ConvForward build_forward_as_given(const Window2D& g, DType dtype, bool with_bia
     residual_after = true;
     pd = build(Residual::none, false);
   }
-  return {dnnl::convolution_forward(pd),
-          descs,
-          make_filter_reorder(descs.ours, pd.weights_desc(), true),
-          residual_after,
-          pd.impl_info_str(),
-          std::nullopt};
+  return {dnnl::convolution_forward(pd), descs,
+          make_filter_reorder(descs.ours, pd.weights_desc(), true), residual_after, std::nullopt};
 }
 
 // Whether `g` is a strided 1x1 convolution that reads only input positions at multiples of its
@@ -321,8 +316,13 @@ Window2D on_packed_positions(const Window2D& g) {
   return packed;
 }
 
-bool starts_with(const std::string& text, const char* prefix) {
-  return text.rfind(prefix, 0) == 0;
+// oneDNN's name for the kernel a primitive runs ("jit_1x1:avx2").
+std::string implementation(const dnnl::primitive& primitive) {
+  const char* name = nullptr;
+  dnnl::error::wrap_c_api(
+      dnnl_primitive_desc_query(primitive.get_primitive_desc(), dnnl_query_impl_info_str, 0, &name),
+      "could not read a primitive's implementation name");
+  return name;
 }
 
 // oneDNN 2.6 runs some strided 1x1 convolutions on its generic direct kernel ("jit:avx2")
@@ -334,12 +334,13 @@ bool starts_with(const std::string& text, const char* prefix) {
 ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
                           Residual residual) {
   ConvForward as_given = build_forward_as_given(g, dtype, with_bias, fused_relu, residual);
-  if (!reads_strided_positions_only(g) || !starts_with(as_given.implementation, "jit:")) {
+  if (!reads_strided_positions_only(g) ||
+      implementation(as_given.primitive).rfind("jit:", 0) != 0) {
     return as_given;
   }
   ConvForward packed =
       build_forward_as_given(on_packed_positions(g), dtype, with_bias, fused_relu, residual);
-  if (packed.implementation.find("1x1") == std::string::npos) return as_given;
+  if (implementation(packed.primitive).find("1x1") == std::string::npos) return as_given;
   packed.packs_from = g;
   return packed;
 }

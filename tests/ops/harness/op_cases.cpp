@@ -502,6 +502,15 @@ ConvGeometry conv_geometry(InputMaker& in, Conv2DOptions options) {
   return {input, filter, output, options};
 }
 
+// conv2d with a bias and a residual added to the result (the fusion pass's fused_add) on `g`.
+Instance bias_fused_add_instance(InputMaker& in, const ConvGeometry& g) {
+  return Instance{
+      {in.uniform(g.input), in.uniform(g.filter), in.uniform({g.filter[3]}), in.uniform(g.output)},
+      [options = g.options](const Inputs& x) {
+        return call_op(K::conv2d, x, make_op_attrs<K::conv2d>({options, false, true}));
+      }};
+}
+
 // conv2d's two backward ops on the geometry `make` draws: `input_name` for the input gradient,
 // `filter_name` for the filter's (with the bias's).
 template <typename MakeGeometry>
@@ -585,21 +594,14 @@ void conv_cases(CaseList& list) {
   // f32, added after the product elsewhere; its gradient is dy. (With a relu after it too, the
   // residual's gradient is masked cell by cell, and a bf16 mask flips where the sum is near 0:
   // that combination is checked bit for bit against the eager ops in compile_test instead.)
-  list.add(
-      {.op = K::conv2d,
-       .name = "bias_fused_add",
-       .instance =
-           [](InputMaker& in) {
-             const Conv2DOptions options{{1, 1}, Padding::same, {1, 1}};
-             const ConvGeometry g = conv_geometry(in, options);
-             return Instance{
-                 {in.uniform(g.input), in.uniform(g.filter), in.uniform({g.filter[3]}),
-                  in.uniform(g.output)},
-                 [options](const Inputs& x) {
-                   return call_op(K::conv2d, x, make_op_attrs<K::conv2d>({options, false, true}));
-                 }};
-           },
-       .uses_tf32 = true});
+  list.add({.op = K::conv2d,
+            .name = "bias_fused_add",
+            .instance =
+                [](InputMaker& in) {
+                  const Conv2DOptions options{{1, 1}, Padding::same, {1, 1}};
+                  return bias_fused_add_instance(in, conv_geometry(in, options));
+                },
+            .uses_tf32 = true});
   const Conv2DOptions same_stride2{{2, 2}, Padding::same, {1, 1}};
   conv_backward_cases(list, "same_stride2", "same_stride2_with_bias",
                       [same_stride2](InputMaker& in) { return conv_geometry(in, same_stride2); });
@@ -625,25 +627,19 @@ void conv_cases(CaseList& list) {
   // A strided 1x1 filter (a bottleneck's downsampling shortcut) with its block's residual fused,
   // on odd sizes such as 7x7 to 4x4: oneDNN's generic kernel, or its 1x1 kernel on the packed
   // positions the filter reads. (No relu after the residual: see bias_fused_add.)
-  list.add(
-      {.op = K::conv2d,
-       .name = "pointwise_stride2_fused_add",
-       .instance =
-           [](InputMaker& in) {
-             const Conv2DOptions options{{2, 2}, Padding::same, {1, 1}};
-             ConvGeometry g = conv_geometry(in, options);
-             g.filter[0] = g.filter[1] = 1;
-             g.input[1] |= 1;  // odd: the last position read is the last one there is
-             g.input[2] |= 1;
-             g.output = {g.input[0], (g.input[1] + 1) / 2, (g.input[2] + 1) / 2, g.filter[3]};
-             return Instance{
-                 {in.uniform(g.input), in.uniform(g.filter), in.uniform({g.filter[3]}),
-                  in.uniform(g.output)},
-                 [options](const Inputs& x) {
-                   return call_op(K::conv2d, x, make_op_attrs<K::conv2d>({options, false, true}));
-                 }};
-           },
-       .uses_tf32 = true});
+  list.add({.op = K::conv2d,
+            .name = "pointwise_stride2_fused_add",
+            .instance =
+                [](InputMaker& in) {
+                  const Conv2DOptions options{{2, 2}, Padding::same, {1, 1}};
+                  ConvGeometry g = conv_geometry(in, options);
+                  g.filter[0] = g.filter[1] = 1;
+                  g.input[1] |= 1;  // odd: the last position read is the last one there is
+                  g.input[2] |= 1;
+                  g.output = {g.input[0], (g.input[1] + 1) / 2, (g.input[2] + 1) / 2, g.filter[3]};
+                  return bias_fused_add_instance(in, g);
+                },
+            .uses_tf32 = true});
 }
 
 void pool_cases(CaseList& list) {
