@@ -445,20 +445,31 @@ memory forward_filter(const PrimitiveKey& primitive, const ConvForward& entry,
   return *constants.get(key, [&] { return filter_for_primitive(entry.filter, filter); });
 }
 
-// Copies the positions a strided 1x1 convolution of geometry `g` reads from x (N, H, W, C_in)
-// into `packed` (N, OH, OW, C_in).
-void pack_strided_positions(const Window2D& g, const Tensor& x, const memory& packed) {
+// Unrolls the windows of x (N, H, W, C_in) into `patches` (N*OH*OW, KH*KW*C_in): row
+// (n, oh, ow) holds the window cells (kh, kw) in order, each its C_in channels, zeros where the
+// window reads padding.
+void unroll_windows(const Window2D& g, const Tensor& x, const memory& patches) {
   const auto cell = static_cast<std::size_t>(g.in_c) * dtype_size(x.dtype());
   const auto* from = static_cast<const std::byte*>(x.raw_data());
-  auto* to = static_cast<std::byte*>(packed.get_data_handle());
-  parallel_for(g.batch * g.out_h, g.out_w * g.in_c, [&](std::int64_t begin, std::int64_t end) {
+  auto* to = static_cast<std::byte*>(patches.get_data_handle());
+  const auto row_bytes = static_cast<std::size_t>(g.k_h * g.k_w) * cell;
+  parallel_for(patch_rows(g), patch_columns(g), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t row = begin; row < end; ++row) {
-      const std::int64_t n = row / g.out_h;
-      const std::int64_t ih = row % g.out_h * g.strides[0];
-      for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
-        const std::int64_t iw = ow * g.strides[1];
-        std::memcpy(to + static_cast<std::size_t>(row * g.out_w + ow) * cell,
-                    from + static_cast<std::size_t>((n * g.in_h + ih) * g.in_w + iw) * cell, cell);
+      const std::int64_t n = row / (g.out_h * g.out_w);
+      const std::int64_t oh = row / g.out_w % g.out_h;
+      const std::int64_t ow = row % g.out_w;
+      std::byte* out = to + static_cast<std::size_t>(row) * row_bytes;
+      for (std::int64_t kh = 0; kh < g.k_h; ++kh) {
+        const std::int64_t ih = oh * g.strides[0] - g.pad_before[0] + kh * g.dilations[0];
+        for (std::int64_t kw = 0; kw < g.k_w; ++kw, out += cell) {
+          const std::int64_t iw = ow * g.strides[1] - g.pad_before[1] + kw * g.dilations[1];
+          if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) {
+            std::memset(out, 0, cell);
+          } else {
+            std::memcpy(
+                out, from + static_cast<std::size_t>((n * g.in_h + ih) * g.in_w + iw) * cell, cell);
+          }
+        }
       }
     }
   });
@@ -468,7 +479,8 @@ void pack_strided_positions(const Window2D& g, const Tensor& x, const memory& pa
 memory forward_input(const ConvForward& entry, const Tensor& x) {
   if (!entry.packs_from) return wrap(entry.descs.x, x);
   memory packed(entry.descs.x, onednn_engine());
-  pack_strided_positions(*entry.packs_from, x, packed);
+  // A 1x1 window without padding: the rows are the positions the strided convolution reads.
+  unroll_windows(*entry.packs_from, x, packed);
   return packed;
 }
 
@@ -511,36 +523,6 @@ void conv_backward_input_onednn(const KernelContext& c, const Window2D& g) {
   execute(entry->primitive, {{DNNL_ARG_DIFF_DST, wrap(entry->descs.y, c.inputs[0])},
                              {DNNL_ARG_WEIGHTS, filter_for_primitive(entry->filter, c.inputs[1])},
                              {DNNL_ARG_DIFF_SRC, wrap(entry->descs.x, c.outputs[0])}});
-}
-
-// Unrolls the windows of x (N, H, W, C_in) into `patches` (N*OH*OW, KH*KW*C_in): row
-// (n, oh, ow) holds the window cells (kh, kw) in order, each its C_in channels, zeros where the
-// window reads padding.
-void unroll_windows(const Window2D& g, const Tensor& x, const memory& patches) {
-  const auto cell = static_cast<std::size_t>(g.in_c) * dtype_size(x.dtype());
-  const auto* from = static_cast<const std::byte*>(x.raw_data());
-  auto* to = static_cast<std::byte*>(patches.get_data_handle());
-  const auto row_bytes = static_cast<std::size_t>(g.k_h * g.k_w) * cell;
-  parallel_for(patch_rows(g), patch_columns(g), [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t row = begin; row < end; ++row) {
-      const std::int64_t n = row / (g.out_h * g.out_w);
-      const std::int64_t oh = row / g.out_w % g.out_h;
-      const std::int64_t ow = row % g.out_w;
-      std::byte* out = to + static_cast<std::size_t>(row) * row_bytes;
-      for (std::int64_t kh = 0; kh < g.k_h; ++kh) {
-        const std::int64_t ih = oh * g.strides[0] - g.pad_before[0] + kh * g.dilations[0];
-        for (std::int64_t kw = 0; kw < g.k_w; ++kw, out += cell) {
-          const std::int64_t iw = ow * g.strides[1] - g.pad_before[1] + kw * g.dilations[1];
-          if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) {
-            std::memset(out, 0, cell);
-          } else {
-            std::memcpy(
-                out, from + static_cast<std::size_t>((n * g.in_h + ih) * g.in_w + iw) * cell, cell);
-          }
-        }
-      }
-    }
-  });
 }
 
 void conv_backward_filter_product(const KernelContext& c, const Window2D& g,
