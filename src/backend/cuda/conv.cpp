@@ -219,12 +219,11 @@ Tensor symmetric_input(DeviceContext& context, const Tensor& x, const Geometry& 
   return padded;
 }
 
+// A fused conv2d (x, filter[, bias][, residual]) with fused_relu/fused_add, which the fusion pass
+// makes in CPU graphs and which reaches this backend when called directly, runs its epilogue as
+// one element-wise pass after the convolution and the bias.
 void run_forward(const KernelContext& c) {
-  // Only CPU graphs are fused (compile/passes.h); cuDNN's fused conv-bias-activation is the
-  // way here.
-  TANDEM_ASSERT(
-      !op_attrs<OpKind::conv2d>(c.attrs).fused_relu && !op_attrs<OpKind::conv2d>(c.attrs).fused_add,
-      "conv2d with a fused relu or residual reached the CUDA backend");
+  const auto& attrs = op_attrs<OpKind::conv2d>(c.attrs);
   DeviceContext& context = enter(c);
   const Tensor& x = c.inputs[0];
   const Tensor& y = c.outputs[0];
@@ -232,6 +231,10 @@ void run_forward(const KernelContext& c) {
   const Geometry g = geometry_of(
       conv_window("conv2d", x.shape(), c.inputs[1].shape(), read_attrs<Conv2DOptions>(c.attrs)));
   const DType dtype = x.dtype();
+  // The op table lets a memory plan write y over a residual that dies here (in_place_input): keep
+  // it before cuDNN overwrites y.
+  Tensor residual = attrs.fused_add ? c.inputs.back() : Tensor();
+  if (residual.defined() && residual.raw_data() == y.raw_data()) residual = residual.clone();
   const Tensor input = symmetric_input(context, x, g);
   const Tensor filter = krsc_filter(context, c.inputs[1]);
   const TensorDescriptor x_desc(g.symmetric.input_shape(), dtype);
@@ -243,15 +246,21 @@ void run_forward(const KernelContext& c) {
   conv.set_math(choice.math);
   const Tensor workspace =
       Tensor::empty({static_cast<std::int64_t>(choice.workspace)}, DType::u8, x.device());
+  // The bias goes into y first and cuDNN adds the convolution onto it (beta 1) before its one
+  // rounding: y = round(conv + bias), as on the CPU. Adding it after a rounded convolution would
+  // round twice, which in bf16 flips the sign of sums near zero, so a relu after it passes or
+  // stops gradients that the exact sum would not.
+  const bool with_bias = has_bias_input(c.inputs.size(), attrs.fused_add);
+  if (with_bias) broadcast_into(context, c.inputs[2], y);
   const float one = 1.0f;
   const float zero = 0.0f;
-  check(cudnn().cudnnConvolutionForward(context.cudnn, &one, x_desc.get(), input.raw_data(),
-                                        w_desc.get(), filter.raw_data(), conv.get(),
-                                        static_cast<cudnnConvolutionFwdAlgo_t>(choice.algorithm),
-                                        choice.workspace ? workspace.raw_data() : nullptr,
-                                        choice.workspace, &zero, y_desc.get(), y.raw_data()),
+  check(cudnn().cudnnConvolutionForward(
+            context.cudnn, &one, x_desc.get(), input.raw_data(), w_desc.get(), filter.raw_data(),
+            conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(choice.algorithm),
+            choice.workspace ? workspace.raw_data() : nullptr, choice.workspace,
+            with_bias ? &one : &zero, y_desc.get(), y.raw_data()),
         "cudnnConvolutionForward");
-  if (c.inputs.size() == 3) add_channel_bias(context, c.inputs[2], y);
+  add_residual_relu(context, residual.defined() ? &residual : nullptr, attrs.fused_relu, y);
 }
 
 void run_backward_input(const KernelContext& c) {

@@ -99,6 +99,12 @@ void broadcast_into(DeviceContext& context, const Tensor& x, const Tensor& out);
 // out (..., C) += bias (C,) in place; floating dtypes.
 void add_channel_bias(DeviceContext& context, const Tensor& bias, const Tensor& out);
 
+// out = relu(out + residual) in place (the residual, of out's shape, where given; the relu where
+// asked), each step rounded as the add and relu ops round: the epilogue of a fused conv2d or an
+// empty matmul (the fusion pass's nodes, compile/passes.h) after the product and the bias.
+void add_residual_relu(DeviceContext& context, const Tensor* residual, bool relu,
+                       const Tensor& out);
+
 // Converts `count` elements between any two dtypes.
 void convert(DeviceContext& context, const void* x, DType x_dtype, void* out, DType out_dtype,
              std::int64_t count);

@@ -1,9 +1,9 @@
 // CUDA matmul on cuBLASLt: f32 (IEEE, or TF32 tensor cores when cuda::tf32_enabled()), bf16 and
-// f16 (tensor cores, f32 accumulation), the bias fused as a cuBLASLt epilogue, batches as
-// strided batches. cuBLASLt is column-major: a row-major (M, N) product C = op(A) op(B) is the
-// column-major (N, M) product C^T = op(B)^T op(A)^T, so the operands swap places and each
-// transpose flag keeps its meaning for the operand it belongs to. The algorithm cuBLASLt's
-// heuristic picks is cached per shape.
+// f16 (tensor cores, f32 accumulation), the bias and a fused relu as a cuBLASLt epilogue, a fused
+// residual as its C operand (beta 1), batches as strided batches. cuBLASLt is column-major: a
+// row-major (M, N) product C = op(A) op(B) is the column-major (N, M) product
+// C^T = op(B)^T op(A)^T, so the operands swap places and each transpose flag keeps its meaning for
+// the operand it belongs to. The algorithm cuBLASLt's heuristic picks is cached per shape.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -47,10 +47,12 @@ class Plan {
     const cublasOperation_t op_a_as_b = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     set_desc(CUBLASLT_MATMUL_DESC_TRANSA, op_b_as_a);
     set_desc(CUBLASLT_MATMUL_DESC_TRANSB, op_a_as_b);
-    if (s.has_bias) {
-      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    if (s.has_bias || s.fused_relu) {
+      const cublasLtEpilogue_t epilogue = !s.fused_relu ? CUBLASLT_EPILOGUE_BIAS
+                                          : s.has_bias  ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                                        : CUBLASLT_EPILOGUE_RELU;
       set_desc(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
-      set_desc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, type);
+      if (s.has_bias) set_desc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, type);
     }
     // Stored shapes, column-major: b (K, N) row-major is (N, K) with leading dimension N.
     const std::uint64_t b_rows = static_cast<std::uint64_t>(s.transpose_b ? s.k : s.n);
@@ -96,16 +98,21 @@ class Plan {
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
 
-  void run(DeviceContext& context, const void* a, const void* b, const void* bias, void* out) {
+  // out = relu?(a b + bias + residual): the bias and the residual where not nullptr (the
+  // residual may be out itself), the relu where the plan was made with one.
+  void run(DeviceContext& context, const void* a, const void* b, const void* bias,
+           const void* residual, void* out) {
     const Tensor workspace = Tensor::empty({static_cast<std::int64_t>(kWorkspaceBytes)}, DType::u8,
                                            Device::cuda(context.index));
     const float one = 1.0f;
     const float zero = 0.0f;
     std::lock_guard lock(mutex_);
     if (bias != nullptr) set_desc(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+    const void* c_operand = residual != nullptr ? residual : out;
     check(cublaslt().cublasLtMatmul(context.cublaslt, desc_, &one, b, b_layout_, a, a_layout_,
-                                    &zero, out, c_layout_, out, c_layout_, &heuristic_.algo,
-                                    workspace.raw_data(), kWorkspaceBytes, context.stream),
+                                    residual != nullptr ? &one : &zero, c_operand, c_layout_, out,
+                                    c_layout_, &heuristic_.algo, workspace.raw_data(),
+                                    kWorkspaceBytes, context.stream),
           "cublasLtMatmul");
   }
 
@@ -152,7 +159,8 @@ std::shared_ptr<Plan> plan_for(DeviceContext& context, const MatmulShape& s, DTy
   static std::mutex mutex;
   static std::map<PlanKey, std::shared_ptr<Plan>> plans;
   const bool tf32 = tf32_enabled();
-  const int flags = s.b_batched | s.transpose_a << 1 | s.transpose_b << 2 | s.has_bias << 3;
+  const int flags =
+      s.b_batched | s.transpose_a << 1 | s.transpose_b << 2 | s.has_bias << 3 | s.fused_relu << 4;
   const PlanKey key{context.index, static_cast<int>(dtype), s.batch, s.m, s.k, s.n, flags, tf32,
                     alignments};
   std::lock_guard lock(mutex);
@@ -166,24 +174,31 @@ void run_matmul(const KernelContext& c) {
   const Tensor& out = c.outputs[0];
   if (out.numel() == 0) return;
   const MatmulShape s = matmul_shape(c);
-  // Only CPU graphs are fused (compile/passes.h); cuBLASLt's RELU epilogue is the way here.
-  TANDEM_ASSERT(!s.fused_relu && !s.fused_add,
-                "matmul with a fused relu or residual reached the CUDA backend");
   if (s.k == 0) {
-    // An empty sum: zeros, plus the bias when there is one.
-    if (s.has_bias) {
+    // An empty sum: zeros, plus the bias and the residual where there are, through the relu.
+    if (s.fused_add) {
+      const Tensor& residual = c.inputs.back();
+      if (residual.raw_data() != out.raw_data()) {
+        convert(context, residual.raw_data(), residual.dtype(), out.raw_data(), out.dtype(),
+                out.numel());
+      }
+      if (s.has_bias) add_channel_bias(context, c.inputs[2], out);
+    } else if (s.has_bias) {
       broadcast_into(context, c.inputs[2], out);
     } else {
       check(cudaMemsetAsync(out.raw_data(), 0, out.nbytes(), context.stream), "cudaMemsetAsync");
     }
+    add_residual_relu(context, nullptr, s.fused_relu, out);
     return;
   }
   const void* bias = s.has_bias ? c.inputs[2].raw_data() : nullptr;
+  const void* residual = s.fused_add ? c.inputs.back().raw_data() : nullptr;
   const std::array<std::uint32_t, 4> alignments{
       alignment_of(c.inputs[1].raw_data()), alignment_of(c.inputs[0].raw_data()),
-      alignment_of(out.raw_data()), alignment_of(out.raw_data())};
+      alignment_of(residual != nullptr ? residual : out.raw_data()), alignment_of(out.raw_data())};
   plan_for(context, s, out.dtype(), alignments)
-      ->run(context, c.inputs[0].raw_data(), c.inputs[1].raw_data(), bias, out.raw_data());
+      ->run(context, c.inputs[0].raw_data(), c.inputs[1].raw_data(), bias, residual,
+            out.raw_data());
 }
 
 }  // namespace

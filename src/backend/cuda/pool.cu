@@ -61,10 +61,12 @@ __global__ void max_pool_kernel(const T* x, T* y, std::int64_t count, Geometry g
   y[i] = convert_to<T>(best);
 }
 
-// The gradient goes to the first maximum of the window in scan order, as on the CPU.
+// The gradient goes to the first maximum of the window in scan order, as on the CPU; with
+// relu_masked, nowhere when that maximum is not positive (relu's backward pass on the same cells,
+// for x that is a relu's output).
 template <typename T>
 __global__ void max_pool_backward_kernel(const T* dy, const T* x, float* dx, std::int64_t count,
-                                         Geometry g) {
+                                         Geometry g, bool relu_masked) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= count) return;
   float best = 0;
@@ -76,7 +78,7 @@ __global__ void max_pool_backward_kernel(const T* dy, const T* x, float* dx, std
       best_offset = offset;
     }
   });
-  if (best_offset >= 0) atomicAdd(dx + best_offset, load(dy, i));
+  if (best_offset >= 0 && (!relu_masked || best > 0)) atomicAdd(dx + best_offset, load(dy, i));
 }
 
 // Averages count only the cells inside the input, as TensorFlow does.
@@ -131,8 +133,7 @@ void run_pool_backward(const KernelContext& c) {
   const Tensor& dy = c.inputs[0];
   const Tensor& dx = c.outputs[0];
   const bool max_pool = c.kind == OpKind::max_pool2d_backward;
-  TANDEM_ASSERT(!max_pool || !op_attrs<OpKind::max_pool2d_backward>(c.attrs).relu_masked,
-                "max_pool2d_backward with a fused relu mask reached the CUDA backend");
+  const bool relu_masked = max_pool && op_attrs<OpKind::max_pool2d_backward>(c.attrs).relu_masked;
   const Shape input_shape = max_pool
                                 ? c.inputs[1].shape()
                                 : Shape(op_attrs<OpKind::avg_pool2d_backward>(c.attrs).input_shape);
@@ -149,7 +150,7 @@ void run_pool_backward(const KernelContext& c) {
       float* target = static_cast<float*>(sums.raw_data());
       if (max_pool) {
         max_pool_backward_kernel<T><<<blocks_for(count), 256, 0, context.stream>>>(
-            upstream, static_cast<const T*>(c.inputs[1].raw_data()), target, count, g);
+            upstream, static_cast<const T*>(c.inputs[1].raw_data()), target, count, g, relu_masked);
       } else {
         avg_pool_backward_kernel<T>
             <<<blocks_for(count), 256, 0, context.stream>>>(upstream, target, count, g);
