@@ -132,23 +132,23 @@ const OnednnIsa& onednn_isa() {
   static const OnednnIsa isa = [] {
     switch (dnnl::get_effective_cpu_isa()) {
       case dnnl::cpu_isa::sse41:
-        return OnednnIsa{"sse4.1", false, false};
+        return OnednnIsa{"sse4.1", false, false, false};
       case dnnl::cpu_isa::avx:
-        return OnednnIsa{"avx", false, false};
+        return OnednnIsa{"avx", false, false, false};
       case dnnl::cpu_isa::avx2:
-        return OnednnIsa{"avx2", false, false};
+        return OnednnIsa{"avx2", false, false, false};
       case dnnl::cpu_isa::avx2_vnni:
-        return OnednnIsa{"avx2_vnni", false, true};
+        return OnednnIsa{"avx2_vnni", false, true, false};
       case dnnl::cpu_isa::avx512_core:
-        return OnednnIsa{"avx512_core", true, false};
+        return OnednnIsa{"avx512_core", true, false, false};
       case dnnl::cpu_isa::avx512_core_vnni:
-        return OnednnIsa{"avx512_core_vnni", true, true};
+        return OnednnIsa{"avx512_core_vnni", true, true, false};
       case dnnl::cpu_isa::avx512_core_bf16:
-        return OnednnIsa{"avx512_core_bf16", true, true};
+        return OnednnIsa{"avx512_core_bf16", true, true, false};
       case dnnl::cpu_isa::avx512_core_amx:
-        return OnednnIsa{"avx512_core_amx", true, true};
+        return OnednnIsa{"avx512_core_amx", true, true, true};
       default:
-        return OnednnIsa{"baseline", false, false};
+        return OnednnIsa{"baseline", false, false, false};
     }
   }();
   return isa;

@@ -14,6 +14,18 @@
 namespace tandem::cpu {
 namespace {
 
+// B stored transposed, (entries, N, K), copied into (entries, K, N) rows.
+template <typename T>
+void transposed_b_rows(const MatmulShape& s, const T* b, T* rows) {
+  const std::int64_t entries = s.b_batched ? s.batch : 1;
+  for (std::int64_t e = 0; e < entries; ++e) {
+    for (std::int64_t j = 0; j < s.n; ++j) {
+      for (std::int64_t p = 0; p < s.k; ++p)
+        rows[(e * s.k + p) * s.n + j] = b[(e * s.n + j) * s.k + p];
+    }
+  }
+}
+
 // ---- loops (f64, f16, integers; the reference for the oneDNN path) ----
 template <typename T>
 void matmul_loops(const KernelContext& c, const MatmulShape& s) {
@@ -33,14 +45,8 @@ void matmul_loops(const KernelContext& c, const MatmulShape& s) {
   // terms in the same order.
   std::vector<T> b_rows;
   if (s.transpose_b) {
-    const std::int64_t entries = s.b_batched ? s.batch : 1;
-    b_rows.resize(static_cast<std::size_t>(entries * s.k * s.n));
-    for (std::int64_t e = 0; e < entries; ++e) {
-      for (std::int64_t j = 0; j < s.n; ++j) {
-        for (std::int64_t p = 0; p < s.k; ++p)
-          b_rows[static_cast<std::size_t>((e * s.k + p) * s.n + j)] = b[(e * s.n + j) * s.k + p];
-      }
-    }
+    b_rows.resize(static_cast<std::size_t>((s.b_batched ? s.batch : 1) * s.k * s.n));
+    transposed_b_rows(s, b, b_rows.data());
     b = b_rows.data();
   }
   parallel_for(s.batch * s.m, s.k * s.n, [&](std::int64_t begin, std::int64_t end) {
@@ -79,6 +85,8 @@ struct OneDnnMatmul {
   dnnl::memory::desc out_desc;
   // A fused residual oneDNN could not take as a post-op (as ConvForward::residual_after).
   bool residual_after = false;
+  // A transposed B given to oneDNN in (K, N) rows (OnednnIsa::amx), copied at each run.
+  bool b_as_rows = false;
 };
 
 // A (batch, rows, cols) view of a stored operand; `transposed` reads the stored
@@ -94,7 +102,9 @@ OneDnnMatmul build_matmul(const MatmulShape& s, DType dtype) {
   const dnnl::memory::data_type type = *onednn_data_type(dtype);
   OneDnnMatmul result;
   result.a_desc = matrix_desc(s.batch, s.m, s.k, s.transpose_a, type);
-  result.b_desc = matrix_desc(s.b_batched ? s.batch : 1, s.k, s.n, s.transpose_b, type);
+  result.b_as_rows = s.transpose_b && dtype == DType::bf16 && onednn_isa().amx;
+  result.b_desc =
+      matrix_desc(s.b_batched ? s.batch : 1, s.k, s.n, s.transpose_b && !result.b_as_rows, type);
   result.out_desc = matrix_desc(s.batch, s.m, s.n, false, type);
   if (s.has_bias) result.bias_desc = matrix_desc(1, 1, s.n, false, type);
   const dnnl::matmul::desc desc =
@@ -127,8 +137,14 @@ bool matmul_onednn(const KernelContext& c, const MatmulShape& s) {
   const PrimitiveKey key{static_cast<std::int64_t>(dtype), s.batch, s.m, s.k, s.n, flags};
   const auto entry = cache.get(key, [&] { return build_matmul(s, dtype); });
   if (!entry->primitive) return false;
+  Tensor b = c.inputs[1];
+  if (entry->b_as_rows) {
+    b = Tensor::empty({s.b_batched ? s.batch : 1, s.k, s.n}, dtype, Device::cpu());
+    transposed_b_rows(s, static_cast<const bfloat16*>(c.inputs[1].raw_data()),
+                      static_cast<bfloat16*>(b.raw_data()));
+  }
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(entry->a_desc, c.inputs[0])},
-                                             {DNNL_ARG_WEIGHTS, wrap(entry->b_desc, c.inputs[1])},
+                                             {DNNL_ARG_WEIGHTS, wrap(entry->b_desc, b)},
                                              {DNNL_ARG_DST, wrap(entry->out_desc, c.outputs[0])}};
   if (s.has_bias) args.emplace(DNNL_ARG_BIAS, wrap(entry->bias_desc, c.inputs[2]));
   if (s.fused_add && !entry->residual_after)

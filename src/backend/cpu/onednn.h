@@ -24,6 +24,10 @@ struct OnednnIsa {
   // Without it they pair products with vpmaddubsw, which saturates at 16 bits: two 255 x 127
   // products already overflow, so results on an AVX2 or plain AVX-512 CPU can be far off.
   bool exact_int8;
+  // Sapphire Rapids and later: oneDNN 2.6's AMX bf16 product reads a transposed B (weights
+  // stored (N, K), K contiguous) wrongly; measured on a Xeon with AMX (bench/RESULTS.md,
+  // 2026-12-04), so linalg.cpp gives it B in (K, N) rows there.
+  bool amx;
 };
 const OnednnIsa& onednn_isa();
 // Whether the f32/bf16 kernels of a float op run on oneDNN for `dtype` on this CPU (f32 always,
