@@ -224,6 +224,9 @@ struct Row {
   // step's wall time (those plus its run); -1 elsewhere.
   double compile_seconds = -1.0;
   double first_step_seconds = -1.0;
+  // Measured rows: how Tandem ran the step: "compiled", "eager" or "xla" (the whole step compiled
+  // by the XLA plugin); "" elsewhere.
+  std::string training_step;
   // Measured rows: the profiled training step's work per op (what estimates are built from).
   std::vector<OpWork> ops;
 };
@@ -283,6 +286,9 @@ struct BenchOptions {
   std::string data_dir;             // Fashion-MNIST/MNIST IDX files (mlp and cnn)
   std::int64_t epoch_examples = 0;  // 0: the workload's data set
   double learning_rate = 1e-3;
+  // Tandem's training step compiled (true) or eager (false); unset: train::default_jit_compile
+  // for the device. The XLA platforms always compile the whole step.
+  std::optional<bool> jit_compile;
   PriceTable prices = default_prices();
   // Hardware keys to estimate ("all" or e.g. "A100", "TPU v5e"); empty: none.
   std::vector<std::string> estimates{"all"};

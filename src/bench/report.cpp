@@ -66,6 +66,7 @@ json row_json(const Row& row) {
           {"input_wait_share", row.input_wait_share},
           {"compile_seconds", row.compile_seconds},
           {"first_step_seconds", row.first_step_seconds},
+          {"training_step", row.training_step},
           {"flops_per_step", row.flops_per_step},
           {"bytes_per_step", row.bytes_per_step},
           {"peak_flops", row.peak_flops},
@@ -109,6 +110,7 @@ Row row_from(const json& j) {
   row.input_wait_share = j.value("input_wait_share", 0.0);
   row.compile_seconds = j.value("compile_seconds", -1.0);
   row.first_step_seconds = j.value("first_step_seconds", -1.0);
+  row.training_step = j.value("training_step", std::string());
   row.flops_per_step = j.value("flops_per_step", 0.0);
   row.bytes_per_step = j.value("bytes_per_step", 0.0);
   row.peak_flops = j.value("peak_flops", 0.0);

@@ -226,7 +226,8 @@ Row measure(const BenchOptions& options, const Workload& workload, const DeviceC
   nn::Model model = build_model(workload);
   model.compile({.optimizer = train::Adam(options.learning_rate),
                  .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true),
-                 .metrics = {}});
+                 .metrics = {},
+                 .jit_compile = options.jit_compile});
 
   Row row;
   row.kind = "measured";
@@ -264,6 +265,9 @@ Row measure(const BenchOptions& options, const Workload& workload, const DeviceC
     measured = fit_measured(model, device, &warmup, timed, options.windows, options.warmup_steps);
   }
   fill_timings(row, measured.history, options.epochs > 0);
+  row.training_step = !choice.xla_platform.empty() ? "xla"
+                      : model.jit_compiled()       ? "compiled"
+                                                   : "eager";
   if (const auto* xla_strategy = dynamic_cast<const distribute::Xla*>(strategy.get())) {
     const distribute::Xla::CompileStats compiled = xla_strategy->compile_stats();
     row.compile_seconds = compiled.seconds;
@@ -683,7 +687,7 @@ Report run(const BenchOptions& options, std::ostream& log) {
             DeviceChoice named = choice;
             if (named.device->type == DeviceType::cpu) named.name = options.cpu_name;
             Row row = measure(options, workload, named, precision, batch);
-            log << " " << row.samples_per_second << " samples/s";
+            log << " " << row.samples_per_second << " samples/s, " << row.training_step << " step";
             if (row.compile_seconds >= 0) {
               log << " (compiled in " << row.compile_seconds << " s, first step "
                   << row.first_step_seconds << " s)";

@@ -126,6 +126,12 @@ const OptionTable<bench::BenchOptions>& run_options() {
            into(&O::epoch_examples, parse_positive_integer)},
           {"--learning-rate", "X", "Adam's learning rate (default 0.001)",
            into(&O::learning_rate, parse_positive_number)},
+          {"--jit", "on|off",
+           "Tandem's step compiled or eager, as tandem train --jit (default: on for the CPU, off "
+           "on GPUs)",
+           [](O& options, const std::string& option, const std::string& text) {
+             options.jit_compile = one_of({"on", "off"}, "jit")(option, text) == "on";
+           }},
           // Before --price-per-hour, which overrides the table's prices.
           {"--prices", "FILE", "price table (TOML) instead of the built-in one",
            [](O& options, const std::string&, const std::string& text) {
@@ -173,9 +179,10 @@ const OptionTable<bench::BenchOptions>& run_options() {
           }
         }
         if (options.inference) {
-          for (const char* option : {"--preset", "--devices", "--epochs", "--dataset-size",
-                                     "--data", "--peers", "--estimate", "--prices",
-                                     "--price-per-hour", "--learning-rate", "--epoch-examples"}) {
+          for (const char* option :
+               {"--preset", "--devices", "--epochs", "--dataset-size", "--data", "--peers",
+                "--estimate", "--prices", "--price-per-hour", "--learning-rate", "--epoch-examples",
+                "--jit"}) {
             if (args.has(option)) {
               throw UsageError(std::string(option) +
                                " is for training runs; --inference measures inference on the CPU "

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -167,6 +169,41 @@ TEST(BenchCli, OptionsAreChecked) {
                                       "1", "--warmup-steps", "1", "--threads", "1"});
   EXPECT_EQ(estimate.status, 1);
   expect_contains(estimate.err, "no published figures for 'B300'");
+}
+
+// --jit picks how Tandem runs the step, as tandem train --jit; the default on the CPU is compiled.
+// The log line and the JSON row say which ran.
+TEST(BenchCli, JitPicksTheCompiledOrTheEagerStep) {
+  ScratchDir dir;
+  for (const std::string jit : {"default", "off", "on"}) {
+    std::vector<std::string> args{"bench",
+                                  "--model",
+                                  "mlp",
+                                  "--batch-size",
+                                  "8",
+                                  "--warmup-steps",
+                                  "1",
+                                  "--steps",
+                                  "2",
+                                  "--windows",
+                                  "1",
+                                  "--threads",
+                                  "1",
+                                  "--estimate",
+                                  "none",
+                                  "--json",
+                                  dir.file(jit + ".json")};
+    if (jit != "default") args.insert(args.end(), {"--jit", jit});
+    const CliResult result = run_cli(args);
+    ASSERT_EQ(result.status, 0) << result.err;
+    const std::string step = jit == "off" ? "eager" : "compiled";
+    expect_contains(result.err, "samples/s, " + step + " step");
+    const nlohmann::json report = nlohmann::json::parse(slurp(dir.file(jit + ".json")));
+    EXPECT_EQ(report.at("rows").at(0).at("training_step"), step);
+  }
+  expect_error({"bench", "--jit", "sometimes"}, 2, {"unknown jit 'sometimes' for --jit"});
+  expect_error({"bench", "--inference", "--jit", "off"}, 2,
+               {"--jit is for training runs; --inference measures inference on the CPU"});
 }
 
 // f32 and int8 inference of the CNN: the table, the int8/fp32 line and the JSON report, whose
