@@ -14,17 +14,25 @@
 #      with the reason when the Python has no such plugin,
 #   3d. trains it for 1 epoch with --precision fp16 compiled and eagerly (dynamic loss scaling
 #      inside the compiled step): the accuracies agree within 1% and reach 85%,
-#   4. benchmarks ResNet-50 training (synthetic 224x224 data, batch 256) in fp32 and bf16 with
-#      `tandem bench --peers torch`, Tandem
+#   4. benchmarks ResNet-50 training (synthetic 224x224 data, batch 256) in fp32 and bf16, eager
+#      and compiled, with `tandem bench --peers torch`, Tandem
 #      against PyTorch on the same GPU (channels-last, AMP), and prints images/s and the ratios
 #      against the targets (bf16 >= 1.3x PyTorch AMP and >= 6,000 img/s; bf16 >= 2.5x fp32),
-#   5. runs the device and strategy checks (scripts/gpu-check-distribute.sh) when present.
+#   5. runs the device and strategy checks (scripts/gpu-check-distribute.sh) when present,
+#   6. profiles ResNet-50 training op by op (fp32 and bf16, 224x224, batch 256) for the tables
+#      of where its step time goes (run after 4; 5 stays last).
 # Every step's output is shown; the logs, the benchmark table and results.json (everything, with
 # the summary) go to $OUT (the device tool's output folder) or ./gpu-check-out. Exits 1 when a
 # check failed; a missed performance target is reported, not a failure.
 #
-#   scripts/gpu-check.sh [BUNDLE] [--skip-distribute]
+#   scripts/gpu-check.sh [BUNDLE] [--skip-distribute] [--only STEPS]
 #       BUNDLE  default gpu-bundle/tandem-gpu.tar.xz
+#       --only  a comma-separated list of the steps to run (e.g. 1,2,3b), for a lease too short
+#               for all of them; step 1 (devices) always runs
+#
+# Each command of a step is stopped after STEP_TIMEOUT seconds (default 240) and counted as a
+# failure, so a hang on the GPU costs one step's time, not the lease: what ran before it is in
+# $OUT already.
 #
 # cuDNN, cuBLASLt and NCCL come from the machine: the nvidia-* packages of the python3 that has
 # PyTorch, and /usr/local/cuda; LD_LIBRARY_PATH is set to them and the bundle's lib/.
@@ -33,13 +41,20 @@ cd "$(dirname "$0")/.."
 
 bundle=gpu-bundle/tandem-gpu.tar.xz
 run_distribute=1
-for argument in "$@"; do
-  case "$argument" in
+only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
     --skip-distribute) run_distribute=0 ;;
-    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
-    *) bundle=$argument ;;
+    --only)
+      [ $# -ge 2 ] || { echo "gpu-check: --only needs a list of steps, e.g. --only 1,2,3b" >&2; exit 2; }
+      only=",$2,"
+      shift ;;
+    -h | --help) sed -n '2,38p' "$0"; exit 0 ;;
+    *) bundle=$1 ;;
   esac
+  shift
 done
+step_timeout=${STEP_TIMEOUT:-240}
 results=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$results"
 work=$(mktemp -d /tmp/tandem-gpu-check.XXXXXX)
@@ -48,6 +63,10 @@ summary=()
 
 note() { summary+=("$1"); echo ">> $1"; }
 failed() { failures+=("$1"); note "FAIL: $1"; }
+# Whether step $1 is to run (every step unless --only names others).
+wanted() { [ -z "$only" ] || [[ "$only" == *",$1,"* ]]; }
+# Runs a command with the step time limit; a command stopped by it returns 124 (137 if killed).
+limited() { timeout --kill-after=10 "$step_timeout" "$@"; }
 
 echo "== unpacking $bundle"
 [ -f "$bundle" ] || { echo "gpu-check: no bundle at $bundle; make one with scripts/gpu-bundle.sh" >&2; exit 1; }
@@ -80,41 +99,46 @@ echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
 
 echo "== 1. devices"
-tandem devices || failed "tandem devices"
+limited tandem devices || failed "tandem devices"
 
-echo "== 2. CUDA parity tests"
-parity_log=$results/parity.log
-tandem_backend_tests --gtest_color=no 2>&1 | tee "$parity_log"
-parity_status=${PIPESTATUS[0]}
-if [ "$parity_status" -ne 0 ]; then
-  failed "parity tests (status $parity_status; see parity.log)"
-elif grep -q "SKIPPED.*CudaParity" "$parity_log"; then
-  failed "parity tests skipped: the backend saw no usable GPU (see parity.log)"
-else
-  note "parity tests passed ($(grep -c '^\[       OK \]' "$parity_log") tests)"
-fi
-
-echo "== 3. the tutorial CNN on Fashion-MNIST, 5 epochs on the GPU"
-cnn_report=$results/cnn.json
-if tandem train --strategy gpu --epochs 5 --data-dir "$root/data" --report "$cnn_report"; then
-  accuracy=$(python3 -c "import json; print(json.load(open('$cnn_report'))['test_accuracy'])")
-  if python3 -c "import sys; sys.exit(0 if $accuracy >= 0.90 else 1)"; then
-    note "tutorial CNN: test accuracy $accuracy (>= 0.90)"
+if wanted 2; then
+  echo "== 2. CUDA parity tests"
+  parity_log=$results/parity.log
+  limited tandem_backend_tests --gtest_color=no 2>&1 | tee "$parity_log"
+  parity_status=${PIPESTATUS[0]}
+  if [ "$parity_status" -ne 0 ]; then
+    failed "parity tests (status $parity_status; see parity.log)"
+  elif grep -q "SKIPPED \] CudaBackend" "$parity_log"; then
+    failed "parity tests skipped: the backend saw no usable GPU (see parity.log)"
   else
-    failed "tutorial CNN: test accuracy $accuracy, below 0.90"
+    note "parity tests passed ($(grep -c '^\[       OK \]' "$parity_log") tests)"
   fi
-else
-  failed "tandem train on the GPU"
 fi
 
-echo "== 3b. the compiled step on the GPU against the eager one (1 epoch, same seed)"
-jit_ok=1
-for jit in on off; do
-  tandem train --strategy gpu --epochs 1 --jit "$jit" --quiet --data-dir "$root/data" \
-    --report "$results/cnn_jit_$jit.json" || { failed "tandem train --jit $jit on the GPU"; jit_ok=0; }
-done
-if [ "$jit_ok" -eq 1 ]; then
-  if python3 - "$results/cnn_jit_on.json" "$results/cnn_jit_off.json" <<'EOF'; then
+if wanted 3; then
+  echo "== 3. the tutorial CNN on Fashion-MNIST, 5 epochs on the GPU"
+  cnn_report=$results/cnn.json
+  if limited tandem train --strategy gpu --epochs 5 --data-dir "$root/data" --report "$cnn_report"; then
+    accuracy=$(python3 -c "import json; print(json.load(open('$cnn_report'))['test_accuracy'])")
+    if python3 -c "import sys; sys.exit(0 if $accuracy >= 0.90 else 1)"; then
+      note "tutorial CNN: test accuracy $accuracy (>= 0.90)"
+    else
+      failed "tutorial CNN: test accuracy $accuracy, below 0.90"
+    fi
+  else
+    failed "tandem train on the GPU"
+  fi
+fi
+
+if wanted 3b; then
+  echo "== 3b. the compiled step on the GPU against the eager one (1 epoch, same seed)"
+  jit_ok=1
+  for jit in on off; do
+    limited tandem train --strategy gpu --epochs 1 --jit "$jit" --quiet --data-dir "$root/data" \
+      --report "$results/cnn_jit_$jit.json" || { failed "tandem train --jit $jit on the GPU"; jit_ok=0; }
+  done
+  if [ "$jit_ok" -eq 1 ]; then
+    if python3 - "$results/cnn_jit_on.json" "$results/cnn_jit_off.json" <<'EOF'; then
 import json, sys
 on, off = (json.load(open(path)) for path in sys.argv[1:3])
 print(f"compiled: jit {on['jit']}, accuracy {on['test_accuracy']:.4f}, {on['samples_per_sec']:.0f} samples/s")
@@ -122,38 +146,42 @@ print(f"eager:    jit {off['jit']}, accuracy {off['test_accuracy']:.4f}, {off['s
 print(f"compiled / eager samples/s: {on['samples_per_sec'] / off['samples_per_sec']:.2f}x")
 sys.exit(0 if on["jit"] and not off["jit"] and abs(on["test_accuracy"] - off["test_accuracy"]) <= 0.01 else 1)
 EOF
-    note "compiled step on the GPU agrees with the eager one"
-  else
-    failed "compiled step on the GPU: accuracy differs from the eager step by more than 1% (see above)"
+      note "compiled step on the GPU agrees with the eager one"
+    else
+      failed "compiled step on the GPU: accuracy differs from the eager step by more than 1% (see above)"
+    fi
   fi
 fi
 
-echo "== 3c. the tutorial CNN through XLA:GPU (1 epoch, the whole step compiled by XLA)"
-if tandem devices | grep -q '^xla-gpu plugin'; then
-  xla_report=$results/cnn_xla_gpu.json
-  if tandem train --strategy xla-gpu --epochs 1 --data-dir "$root/data" --report "$xla_report"; then
-    accuracy=$(python3 -c "import json; print(json.load(open('$xla_report'))['test_accuracy'])")
-    if python3 -c "import sys; sys.exit(0 if $accuracy >= 0.85 else 1)"; then
-      note "XLA:GPU CNN: test accuracy $accuracy (>= 0.85)"
+if wanted 3c; then
+  echo "== 3c. the tutorial CNN through XLA:GPU (1 epoch, the whole step compiled by XLA)"
+  if tandem devices | grep -q '^xla-gpu plugin'; then
+    xla_report=$results/cnn_xla_gpu.json
+    if limited tandem train --strategy xla-gpu --epochs 1 --data-dir "$root/data" --report "$xla_report"; then
+      accuracy=$(python3 -c "import json; print(json.load(open('$xla_report'))['test_accuracy'])")
+      if python3 -c "import sys; sys.exit(0 if $accuracy >= 0.85 else 1)"; then
+        note "XLA:GPU CNN: test accuracy $accuracy (>= 0.85)"
+      else
+        failed "XLA:GPU CNN: test accuracy $accuracy, below 0.85"
+      fi
     else
-      failed "XLA:GPU CNN: test accuracy $accuracy, below 0.85"
+      failed "tandem train --strategy xla-gpu"
     fi
   else
-    failed "tandem train --strategy xla-gpu"
+    note "XLA:GPU: skipped: this machine's Python has no jax-cuda13-pjrt plugin (tandem devices)"
   fi
-else
-  note "XLA:GPU: skipped: this machine's Python has no jax-cuda13-pjrt plugin (tandem devices)"
 fi
 
-echo "== 3d. mixed_float16 with dynamic loss scaling inside the compiled step (1 epoch, same seed)"
-fp16_ok=1
-for jit in on off; do
-  tandem train --strategy gpu --epochs 1 --precision fp16 --jit "$jit" --quiet \
-    --data-dir "$root/data" --report "$results/cnn_fp16_jit_$jit.json" ||
-    { failed "tandem train --precision fp16 --jit $jit on the GPU"; fp16_ok=0; }
-done
-if [ "$fp16_ok" -eq 1 ]; then
-  if python3 - "$results/cnn_fp16_jit_on.json" "$results/cnn_fp16_jit_off.json" <<'EOF'; then
+if wanted 3d; then
+  echo "== 3d. mixed_float16 with dynamic loss scaling inside the compiled step (1 epoch, same seed)"
+  fp16_ok=1
+  for jit in on off; do
+    limited tandem train --strategy gpu --epochs 1 --precision fp16 --jit "$jit" --quiet \
+      --data-dir "$root/data" --report "$results/cnn_fp16_jit_$jit.json" ||
+      { failed "tandem train --precision fp16 --jit $jit on the GPU"; fp16_ok=0; }
+  done
+  if [ "$fp16_ok" -eq 1 ]; then
+    if python3 - "$results/cnn_fp16_jit_on.json" "$results/cnn_fp16_jit_off.json" <<'EOF'; then
 import json, sys
 on, off = (json.load(open(path)) for path in sys.argv[1:3])
 for name, run in (("compiled", on), ("eager", off)):
@@ -162,53 +190,85 @@ print(f"compiled / eager samples/s: {on['samples_per_sec'] / off['samples_per_se
 agree = abs(on["test_accuracy"] - off["test_accuracy"]) <= 0.01
 sys.exit(0 if on["jit"] and not off["jit"] and agree and on["test_accuracy"] >= 0.85 else 1)
 EOF
-    note "fp16 with in-graph loss scaling: compiled agrees with eager"
-  else
-    failed "fp16 compiled step: accuracy below 0.85 or off the eager step's by more than 1% (see above)"
+      note "fp16 with in-graph loss scaling: compiled agrees with eager"
+    else
+      failed "fp16 compiled step: accuracy below 0.85 or off the eager step's by more than 1% (see above)"
+    fi
   fi
 fi
 
-echo "== 4. ResNet-50 training, synthetic 224x224, batch 256: tandem bench against PyTorch"
-# tandem bench runs Tandem in fp32 and bf16 on the GPU and bench/peers/run_peer.py (PyTorch from
-# this machine's Python, channels-last, autocast bf16) on the same GPU, model, batch and steps.
-if tandem bench --devices cuda:0 --model resnet50 --precision fp32,bf16 --batch-size 256 \
-  --warmup-steps 10 --steps 20 --windows 3 --peers torch --peer-python python3 --estimate none \
-  --json "$results/bench_resnet50.json" --html "$results/bench_resnet50.html"; then :; else
-  failed "tandem bench ResNet-50 on the GPU"
-fi
-python3 - "$results/bench_resnet50.json" <<'EOF' | tee "$results/benchmark.txt"
+if wanted 4; then
+  echo "== 4. ResNet-50 training, synthetic 224x224, batch 256: tandem bench against PyTorch"
+  # tandem bench runs Tandem in fp32 and bf16 on the GPU, eagerly and with the compiled step, and
+  # bench/peers/run_peer.py (PyTorch from this machine's Python, channels-last, autocast bf16) on
+  # the same GPU, model, batch and steps.
+  for jit in off on; do
+    peers=()
+    [ "$jit" = off ] && peers=(--peers torch --peer-python python3)
+    if limited tandem bench --devices cuda:0 --model resnet50 --precision fp32,bf16 \
+      --batch-size 256 --warmup-steps 10 --steps 20 --windows 3 --jit "$jit" "${peers[@]}" \
+      --estimate none --json "$results/bench_resnet50_jit_$jit.json"; then :; else
+      failed "tandem bench ResNet-50 on the GPU (--jit $jit)"
+    fi
+  done
+  python3 - "$results/bench_resnet50_jit_off.json" "$results/bench_resnet50_jit_on.json" <<'EOF' |
 import json, sys
-try:
-    rows = json.load(open(sys.argv[1]))["rows"]
-except (OSError, ValueError, KeyError):
-    rows = []
-def rate(kind, framework, precision):
-    for row in rows:
+def rows(path):
+    try:
+        return json.load(open(path))["rows"]
+    except (OSError, ValueError, KeyError):
+        return []
+eager, compiled = rows(sys.argv[1]), rows(sys.argv[2])
+def rate(table, kind, framework, precision):
+    for row in table:
         if row["kind"] == kind and row["framework"] == framework and row["precision"] == precision:
             return row["samples_per_second"]
     return None
-table = {p: (rate("measured", "tandem", p), rate("peer", "torch", p)) for p in ("fp32", "bf16")}
 print("ResNet-50 training, synthetic 224x224, batch 256 (images/s: batch / median step)")
-print(f"{'':6} {'Tandem':>10} {'PyTorch':>10} {'Tandem/PyTorch':>15}")
-for precision, (tandem, torch) in table.items():
-    ratio = f"{tandem / torch:.2f}" if tandem and torch else "-"
-    shown = [f"{value:.1f}" if value else "-" for value in (tandem, torch)]
-    print(f"{precision:6} {shown[0]:>10} {shown[1]:>10} {ratio:>15}")
-t32, t16 = table["fp32"][0], table["bf16"][0]
-p16 = table["bf16"][1]
+print(f"{'':6} {'eager':>10} {'compiled':>10} {'PyTorch':>10} {'best/PyTorch':>13}")
+best = {}
+for precision in ("fp32", "bf16"):
+    values = (rate(eager, "measured", "tandem", precision),
+              rate(compiled, "measured", "tandem", precision),
+              rate(eager, "peer", "torch", precision))
+    best[precision] = max((v for v in values[:2] if v), default=None)
+    torch = values[2]
+    ratio = f"{best[precision] / torch:.2f}" if best[precision] and torch else "-"
+    shown = [f"{value:.1f}" if value else "-" for value in values]
+    print(f"{precision:6} {shown[0]:>10} {shown[1]:>10} {shown[2]:>10} {ratio:>13}")
 def target(label, value, goal):
     if value is None:
         print(f"{label}: not measured (target >= {goal})")
     else:
         print(f"{label}: {value:.2f} ({'meets' if value >= goal else 'MISSES'} the target >= {goal})")
+t32, t16, p16 = best["fp32"], best["bf16"], rate(eager, "peer", "torch", "bf16")
 target("Tandem bf16 / PyTorch AMP bf16", t16 / p16 if t16 and p16 else None, 1.3)
 target("Tandem bf16 images/s", t16, 6000)
 target("Tandem bf16 / Tandem fp32", t16 / t32 if t16 and t32 else None, 2.5)
 EOF
+    tee "$results/benchmark.txt"
+fi
 
-if [ "$run_distribute" -eq 1 ] && [ -x scripts/gpu-check-distribute.sh ]; then
+if wanted 6; then
+  echo "== 6. where ResNet-50's step goes: per-op profiles, fp32 and bf16, 224x224, batch 256"
+  # Fashion-MNIST resized to 224x224 (5% of it: 11 steps), steps 4-7 profiled, eagerly and
+  # compiled; the tables go to profile_resnet50_<precision>_jit_<on|off>.txt, the Chrome traces
+  # beside them.
+  for jit in off on; do
+    for precision in fp32 bf16; do
+      limited tandem train --model resnet50 --strategy gpu --precision "$precision" --jit "$jit" \
+        --image-size 224x224 --batch-size 256 --data-fraction 0.05 --epochs 1 --quiet \
+        --data-dir "$root/data" --profile --profile-steps 4:7 \
+        --trace "$results/trace_resnet50_${precision}_jit_$jit.json" 2>&1 |
+        tee "$results/profile_resnet50_${precision}_jit_$jit.txt"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || failed "profiling ResNet-50 in $precision --jit $jit on the GPU"
+    done
+  done
+fi
+
+if wanted 5 && [ "$run_distribute" -eq 1 ] && [ -x scripts/gpu-check-distribute.sh ]; then
   echo "== 5. devices and strategies (scripts/gpu-check-distribute.sh)"
-  if scripts/gpu-check-distribute.sh "$root/bin/tandem" "$root/data"; then
+  if limited scripts/gpu-check-distribute.sh "$root/bin/tandem" "$root/data"; then
     note "device and strategy checks passed"
   else
     failed "device and strategy checks (scripts/gpu-check-distribute.sh)"
