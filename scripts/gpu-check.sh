@@ -7,15 +7,18 @@
 #      accuracy,
 #   3b. trains it for 1 epoch with the compiled step (--jit on) and eagerly (--jit off) from the
 #      same seed: the test accuracies agree within 1% (the GPU's atomic sums vary run to run) and
-#      the samples/s ratio is printed (the compiled step runs its nodes uncaptured: the CUDA
-#      graph of the whole step is not built yet),
+#      the samples/s ratio is printed (the compiled step runs its nodes one by one here; 3e
+#      replays it as one CUDA graph),
 #   3c. trains it for 1 epoch through XLA:GPU (--strategy xla-gpu, the jax-cuda13-pjrt plugin of
 #      this machine's Python, found where JAX finds it) and checks >= 85% test accuracy; skipped
 #      with the reason when the Python has no such plugin,
 #   3d. trains it for 1 epoch with --precision fp16 compiled and eagerly (dynamic loss scaling
 #      inside the compiled step): the accuracies agree within 1% and reach 85%,
-#   4. benchmarks ResNet-50 training (synthetic 224x224 data, batch 256) in fp32 and bf16, eager
-#      and compiled, with `tandem bench --peers torch`, Tandem
+#   3e. trains it for 1 epoch with the compiled step replayed as one CUDA graph
+#      (TANDEM_CUDA_GRAPHS=1): recorded, and within 1% of 3b's eager accuracy (run after 3b; the
+#      parity tests of step 2 check replays bit for bit and a bad label inside one),
+#   4. benchmarks ResNet-50 training (synthetic 224x224 data, batch 256) in fp32 and bf16, eager,
+#      compiled and as a CUDA graph, with `tandem bench --peers torch`, Tandem
 #      against PyTorch on the same GPU (channels-last, AMP), and prints images/s and the ratios
 #      against the targets (bf16 >= 1.3x PyTorch AMP and >= 6,000 img/s; bf16 >= 2.5x fp32),
 #   5. runs the device and strategy checks (scripts/gpu-check-distribute.sh) when present,
@@ -49,7 +52,7 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || { echo "gpu-check: --only needs a list of steps, e.g. --only 1,2,3b" >&2; exit 2; }
       only=",$2,"
       shift ;;
-    -h | --help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,41p' "$0"; exit 0 ;;
     *) bundle=$1 ;;
   esac
   shift
@@ -153,6 +156,29 @@ EOF
   fi
 fi
 
+if wanted 3e; then
+  echo "== 3e. the compiled step replayed as one CUDA graph (TANDEM_CUDA_GRAPHS=1) against eager"
+  graph_log=$results/cnn_graph.log
+  TANDEM_CUDA_GRAPHS=1 limited tandem train --strategy gpu --epochs 1 --jit on --quiet \
+    --data-dir "$root/data" --report "$results/cnn_graph.json" 2>&1 | tee "$graph_log"
+  if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+    failed "tandem train --jit on with CUDA graphs"
+  elif grep -q "runs op by op" "$graph_log"; then
+    failed "the compiled step was not recorded as a CUDA graph (see cnn_graph.log)"
+  elif [ -f "$results/cnn_jit_off.json" ] && python3 - "$results/cnn_graph.json" "$results/cnn_jit_off.json" <<'EOF'; then
+import json, sys
+graph, eager = (json.load(open(path)) for path in sys.argv[1:3])
+print(f"CUDA graph: accuracy {graph['test_accuracy']:.4f}, {graph['samples_per_sec']:.0f} samples/s")
+print(f"eager:      accuracy {eager['test_accuracy']:.4f}, {eager['samples_per_sec']:.0f} samples/s")
+print(f"graph / eager samples/s: {graph['samples_per_sec'] / eager['samples_per_sec']:.2f}x")
+sys.exit(0 if abs(graph["test_accuracy"] - eager["test_accuracy"]) <= 0.01 else 1)
+EOF
+    note "CUDA graph of the compiled step agrees with the eager step"
+  else
+    failed "CUDA graph: accuracy off the eager step's by more than 1%, or step 3b's eager run missing"
+  fi
+fi
+
 if wanted 3c; then
   echo "== 3c. the tutorial CNN through XLA:GPU (1 epoch, the whole step compiled by XLA)"
   if tandem devices | grep -q '^xla-gpu plugin'; then
@@ -202,40 +228,45 @@ if wanted 4; then
   # tandem bench runs Tandem in fp32 and bf16 on the GPU, eagerly and with the compiled step, and
   # bench/peers/run_peer.py (PyTorch from this machine's Python, channels-last, autocast bf16) on
   # the same GPU, model, batch and steps.
-  for jit in off on; do
+  for jit in off on graph; do
     peers=()
     [ "$jit" = off ] && peers=(--peers torch --peer-python python3)
-    if limited tandem bench --devices cuda:0 --model resnet50 --precision fp32,bf16 \
-      --batch-size 256 --warmup-steps 10 --steps 20 --windows 3 --jit "$jit" "${peers[@]}" \
-      --estimate none --json "$results/bench_resnet50_jit_$jit.json"; then :; else
+    graphs=0
+    [ "$jit" = graph ] && graphs=1
+    if TANDEM_CUDA_GRAPHS=$graphs limited tandem bench --devices cuda:0 --model resnet50 \
+      --precision fp32,bf16 --batch-size 256 --warmup-steps 10 --steps 20 --windows 3 \
+      --jit "$([ "$jit" = off ] && echo off || echo on)" "${peers[@]}" --estimate none \
+      --json "$results/bench_resnet50_jit_$jit.json"; then :; else
       failed "tandem bench ResNet-50 on the GPU (--jit $jit)"
     fi
   done
-  python3 - "$results/bench_resnet50_jit_off.json" "$results/bench_resnet50_jit_on.json" <<'EOF' |
+  python3 - "$results/bench_resnet50_jit_off.json" "$results/bench_resnet50_jit_on.json" \
+    "$results/bench_resnet50_jit_graph.json" <<'EOF' |
 import json, sys
 def rows(path):
     try:
         return json.load(open(path))["rows"]
     except (OSError, ValueError, KeyError):
         return []
-eager, compiled = rows(sys.argv[1]), rows(sys.argv[2])
+eager, compiled, graph = rows(sys.argv[1]), rows(sys.argv[2]), rows(sys.argv[3])
 def rate(table, kind, framework, precision):
     for row in table:
         if row["kind"] == kind and row["framework"] == framework and row["precision"] == precision:
             return row["samples_per_second"]
     return None
 print("ResNet-50 training, synthetic 224x224, batch 256 (images/s: batch / median step)")
-print(f"{'':6} {'eager':>10} {'compiled':>10} {'PyTorch':>10} {'best/PyTorch':>13}")
+print(f"{'':6} {'eager':>10} {'compiled':>10} {'CUDA graph':>10} {'PyTorch':>10} {'best/PyTorch':>13}")
 best = {}
 for precision in ("fp32", "bf16"):
     values = (rate(eager, "measured", "tandem", precision),
               rate(compiled, "measured", "tandem", precision),
+              rate(graph, "measured", "tandem", precision),
               rate(eager, "peer", "torch", precision))
-    best[precision] = max((v for v in values[:2] if v), default=None)
-    torch = values[2]
+    best[precision] = max((v for v in values[:3] if v), default=None)
+    torch = values[3]
     ratio = f"{best[precision] / torch:.2f}" if best[precision] and torch else "-"
     shown = [f"{value:.1f}" if value else "-" for value in values]
-    print(f"{precision:6} {shown[0]:>10} {shown[1]:>10} {shown[2]:>10} {ratio:>13}")
+    print(f"{precision:6} {shown[0]:>10} {shown[1]:>10} {shown[2]:>10} {shown[3]:>10} {ratio:>13}")
 def target(label, value, goal):
     if value is None:
         print(f"{label}: not measured (target >= {goal})")

@@ -39,4 +39,10 @@ bool is_available();
 void set_tf32_enabled(bool enabled);
 bool tf32_enabled();
 
+// Compiled steps on a GPU recorded as one CUDA graph after their first run and replayed with one
+// launch a step (no per-op host work). Off by default until it has been checked on a GPU
+// (scripts/gpu-check.sh step 3e); the environment variable TANDEM_CUDA_GRAPHS=1 turns it on.
+void set_step_graphs_enabled(bool enabled);
+bool step_graphs_enabled();
+
 }  // namespace tandem::cuda

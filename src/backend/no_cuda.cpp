@@ -42,5 +42,10 @@ bool tf32_enabled() {
   return false;
 }
 
+void set_step_graphs_enabled(bool) {}
+bool step_graphs_enabled() {
+  return false;
+}
+
 }  // namespace cuda
 }  // namespace tandem

@@ -59,6 +59,17 @@ struct CompiledStep::Impl {
   std::vector<Tensor> handles;             // per value
   std::vector<Tensor> host_staging;        // per host operand: its CPU copy
   std::vector<Tensor> scratch_inputs, scratch_outputs;
+  // Replaying recorded kernels (Backend::record: a CUDA graph) from the second run on, where the
+  // backend records and no observer (the profiler) watches the ops. A recording holds the
+  // buffers' addresses, so the inputs are copied into buffers of the step's own (except those
+  // the step writes in place), results are returned as copies, and any buffer that moved (a
+  // weight given new storage, the block released) makes a new recording.
+  bool replays = false;      // decided at the first run
+  std::string not_recorded;  // why the step runs op by op, once known
+  std::unique_ptr<RecordedWork> recording;
+  std::vector<const void*> recorded_at;  // per value: its buffer's address when recorded
+  std::vector<Tensor> own_inputs;        // per input: the step's copy, or none (read in place)
+  std::int64_t runs = 0;
 
   Tensor view_of_root(int value) const {
     const Value& v = graph.values[static_cast<std::size_t>(value)];
@@ -77,6 +88,15 @@ struct CompiledStep::Impl {
   void ensure_results();
   void release_arena();
   void bind(const std::vector<Tensor>& inputs);
+  void issue_nodes(const std::vector<OpObserver*>& observers);
+  const void* address_of(std::size_t value) const {
+    return handles[value].defined() ? handles[value].raw_data() : nullptr;
+  }
+  // Why the recording no longer matches the buffers ("" when it does).
+  std::string moved_buffer() const;
+  void make_own_inputs();
+  std::vector<Tensor> own_bound(const std::vector<Tensor>& inputs);
+  void replay(const std::vector<Tensor>& inputs);
   void fill_host_operands() {
     for (std::size_t k = 0; k < graph.host_operands.size(); ++k)
       graph.values[static_cast<std::size_t>(graph.host_operands[k])].fill(host_staging[k]);
@@ -111,6 +131,7 @@ void CompiledStep::Impl::ensure_results() {
 }
 
 void CompiledStep::Impl::release_arena() {
+  recording.reset();  // its kernels point into the block
   for (int r : arena_roots) {
     handles[static_cast<std::size_t>(r)] = Tensor();
     for (int view : views_of[static_cast<std::size_t>(r)])
@@ -336,37 +357,132 @@ void CompiledStep::Impl::bind(const std::vector<Tensor>& inputs) {
   }
 }
 
+void CompiledStep::Impl::issue_nodes(const std::vector<OpObserver*>& observers) {
+  std::optional<SpanScope> phase;  // the span of the nodes' phase, as the eager step marks it
+  SpanKind phase_kind = SpanKind::step;
+  for (const compile::Node& node : graph.nodes) {
+    if (node.phase != phase_kind) {
+      phase.reset();
+      phase_kind = node.phase;
+      if (phase_kind != SpanKind::step) phase.emplace(phase_kind);
+    }
+    scratch_inputs.clear();
+    scratch_outputs.clear();
+    for (int input : node.inputs)
+      scratch_inputs.push_back(handles[static_cast<std::size_t>(input)]);
+    for (int output : node.outputs)
+      scratch_outputs.push_back(handles[static_cast<std::size_t>(output)]);
+    for (OpObserver* observer : observers)
+      observer->before_op(node.kind, scratch_inputs, node.attrs);
+    backend->run(KernelContext{node.kind, scratch_inputs, scratch_outputs, node.attrs});
+    for (OpObserver* observer : observers)
+      observer->after_op(node.kind, scratch_inputs, scratch_outputs, node.attrs);
+  }
+  phase.reset();
+  scratch_inputs.clear();
+  scratch_outputs.clear();
+}
+
+std::string CompiledStep::Impl::moved_buffer() const {
+  for (std::size_t v = 0; v < handles.size(); ++v) {
+    if (address_of(v) == recorded_at[v]) continue;
+    const Value& value = graph.values[v];
+    const std::string shape = shape_str(value.meta.shape);
+    switch (value.kind) {
+      case ValueKind::input:
+        return "the input " + shape;
+      case ValueKind::capture:
+        return "the captured tensor " + shape + " (a weight or slot given new storage)";
+      case ValueKind::constant:
+        return "the constant " + shape;
+      case ValueKind::host:
+        return "the host operand " + value.what;
+      case ValueKind::node:
+        return "the intermediate " + shape + " (its block was released)";
+    }
+  }
+  return "";
+}
+
+// Inputs the step only reads get buffers of its own that each run copies the caller's into;
+// those a node writes in place (an update of an input variable) stay the caller's.
+void CompiledStep::Impl::make_own_inputs() {
+  std::vector<bool> written(graph.values.size(), false);
+  for (const compile::Node& node : graph.nodes) {
+    if (!graph.writes(node)) continue;
+    for (int output : node.outputs)
+      written[static_cast<std::size_t>(root[static_cast<std::size_t>(output)])] = true;
+  }
+  for (int id : graph.inputs) {
+    const Value& value = graph.values[static_cast<std::size_t>(id)];
+    own_inputs.push_back(written[static_cast<std::size_t>(id)]
+                             ? Tensor()
+                             : Tensor::empty(value.meta.shape, value.meta.dtype, value.device));
+  }
+}
+
+std::vector<Tensor> CompiledStep::Impl::own_bound(const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> bound = inputs;
+  for (std::size_t i = 0; i < inputs.size() && i < own_inputs.size(); ++i) {
+    if (!own_inputs[i].defined() || !inputs[i].defined() ||
+        inputs[i].shape() != own_inputs[i].shape() || inputs[i].dtype() != own_inputs[i].dtype() ||
+        inputs[i].device() != own_inputs[i].device()) {
+      continue;  // bind() names the mismatch
+    }
+    tandem::detail::copy_into(own_inputs[i], inputs[i], "a compiled step's input");
+    bound[i] = own_inputs[i];
+  }
+  return bound;
+}
+
+// Binds the inputs to the step's own buffers (copies, stream-ordered before the replay), then
+// replays the recording, recording first where there is none or a buffer moved; where the backend
+// cannot record this step, runs it op by op from now on and says why once.
+void CompiledStep::Impl::replay(const std::vector<Tensor>& inputs) {
+  bind(own_bound(inputs));
+  if (recording != nullptr) {
+    const std::string moved = moved_buffer();
+    if (moved.empty()) {
+      recording->replay();
+      return;
+    }
+    write_compile_log("tandem: recording step '" + graph.name + "' again: " + moved +
+                      " is in another buffer than when it was recorded");
+  }
+  recording = backend->record(
+      graph.device, [&] { issue_nodes({}); }, not_recorded);
+  if (recording == nullptr) {
+    write_compile_log("tandem: step '" + graph.name +
+                      "' runs op by op, not as one recorded graph: " + not_recorded);
+    replays = false;
+    own_inputs.clear();
+    issue_nodes({});
+    return;
+  }
+  recorded_at.resize(handles.size());
+  for (std::size_t v = 0; v < handles.size(); ++v)
+    recorded_at[v] = address_of(v);
+  recording->replay();
+}
+
 std::vector<Tensor> CompiledStep::run(const std::vector<Tensor>& inputs) {
   Impl& step = *impl_;
   // An enclosing tape must not record the nodes: their buffers are reused within the run. The
   // profiler does see them, as it sees eager ops.
   NoGradGuard no_grad;
   const auto observers = current_op_observers();
-  step.bind(inputs);
-  std::optional<SpanScope> phase;  // the span of the nodes' phase, as the eager step marks it
-  SpanKind phase_kind = SpanKind::step;
-  for (const compile::Node& node : step.graph.nodes) {
-    if (node.phase != phase_kind) {
-      phase.reset();
-      phase_kind = node.phase;
-      if (phase_kind != SpanKind::step) phase.emplace(phase_kind);
-    }
-    step.scratch_inputs.clear();
-    step.scratch_outputs.clear();
-    for (int input : node.inputs)
-      step.scratch_inputs.push_back(step.handles[static_cast<std::size_t>(input)]);
-    for (int output : node.outputs)
-      step.scratch_outputs.push_back(step.handles[static_cast<std::size_t>(output)]);
-    for (OpObserver* observer : *observers)
-      observer->before_op(node.kind, step.scratch_inputs, node.attrs);
-    step.backend->run(
-        KernelContext{node.kind, step.scratch_inputs, step.scratch_outputs, node.attrs});
-    for (OpObserver* observer : *observers)
-      observer->after_op(node.kind, step.scratch_inputs, step.scratch_outputs, node.attrs);
+  if (step.runs++ == 0) {
+    step.replays = step.graph.replicas == 1 && step.backend->records_kernels();
+    if (step.replays) step.make_own_inputs();
   }
-  phase.reset();
-  step.scratch_inputs.clear();
-  step.scratch_outputs.clear();
+  // The first run goes op by op: it makes the kernels' one-time choices (cuDNN's algorithms,
+  // cuBLASLt's plans) that a recording must not contain.
+  if (step.replays && step.runs > 1 && observers->empty()) {
+    step.replay(inputs);
+  } else {
+    step.bind(step.replays ? step.own_bound(inputs) : inputs);
+    step.issue_nodes(*observers);
+  }
   std::vector<Tensor> results;
   results.reserve(step.graph.outputs.size());
   for (int output : step.graph.outputs) {
@@ -374,7 +490,9 @@ std::vector<Tensor> CompiledStep::run(const std::vector<Tensor>& inputs) {
     const Value& value = step.graph.values[v];
     const Home home = step.home[static_cast<std::size_t>(step.root[v])];
     if (home == Home::result) {
-      results.push_back(step.view_of_root(output));
+      // A replayed step keeps its results' buffers where it recorded them.
+      results.push_back(step.replays ? step.view_of_root(output).clone()
+                                     : step.view_of_root(output));
     } else if (value.kind == ValueKind::host) {
       results.push_back(step.handles[v].clone());
     } else {
@@ -428,6 +546,12 @@ std::string CompiledStep::listing() const {
           std::to_string(s.in_place) + " written in place), results " + mebibytes(s.output_bytes) +
           ", peak " + mebibytes(s.peak_bytes) + " beyond the captured " +
           mebibytes(s.capture_bytes) + "\n";
+  if (step.recording != nullptr) {
+    text += "recorded: its kernels replay as one unit a run (" + std::string(step.backend->name()) +
+            ")\n";
+  } else if (!step.not_recorded.empty()) {
+    text += "not recorded, runs op by op: " + step.not_recorded + "\n";
+  }
   return text;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // The small interface every backend implements, and the registry backends add themselves to. A
 // backend owns the kernels of one device type; the op table owns everything else about an op.
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -29,6 +30,14 @@ class KernelTimer {
   virtual double seconds() = 0;
 };
 
+// Kernels recorded once and replayed as one unit (on CUDA, a CUDA graph: one launch for the
+// whole step, no per-kernel host work). A replay runs them again on the same buffers.
+class RecordedWork {
+ public:
+  virtual ~RecordedWork() = default;
+  virtual void replay() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -48,6 +57,17 @@ class Backend {
   // the GPU's stream); nullptr where run() returns with the work done, so that the host clock
   // around run() times it (the CPU).
   virtual std::unique_ptr<KernelTimer> make_kernel_timer(Device device) { return nullptr; }
+  // Whether record() can record kernels here now (CUDA, with step graphs on). A compiled step
+  // asks before it moves its inputs into buffers of its own, which recording needs.
+  virtual bool records_kernels() const { return false; }
+  // Records the kernels `issue` launches on `device` without running them, for replay(), or
+  // returns nullptr with why in `why_not` (a kernel did what a recording cannot hold, such as a
+  // host synchronisation). Nothing `issue` launches runs until the first replay().
+  virtual std::unique_ptr<RecordedWork> record(Device device, const std::function<void()>& issue,
+                                               std::string& why_not) {
+    why_not = std::string(name()) + " runs kernels as they are issued";
+    return nullptr;
+  }
 };
 
 using KernelFn = void (*)(const KernelContext& context);

@@ -1,9 +1,11 @@
 // The CUDA backend beyond op parity (which the op harness's backends mode checks,
 // tests/backend/op_harness_backends_test.cpp): errors on bad labels and ids, out-of-memory
-// errors naming the device, and the reason given where no GPU is usable.
+// errors naming the device, compiled steps replayed as CUDA graphs, and the reason given where no
+// GPU is usable.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "tandem/cuda.h"
 #include "tandem/tandem.h"
@@ -49,6 +51,56 @@ TEST(CudaBackend, OutOfMemoryNamesTheDevice) {
   const std::size_t capacity = memory_info(Device::cuda()).capacity;
   EXPECT_THROW(Tensor::empty({static_cast<std::int64_t>(capacity / 2)}, DType::f32, Device::cuda()),
                OutOfMemory);
+}
+
+// With step graphs on, a compiled step's second run records its kernels as one CUDA graph and
+// later runs replay it: the results of op-by-op runs bit for bit on new batches each run, and a
+// label out of range inside a replay is reported, naming the example, at the next
+// synchronisation (here the read of the loss).
+TEST(CudaBackend, ACompiledStepReplaysAsOneGraph) {
+  TANDEM_REQUIRE_GPU();
+  const bool graphs_before = cuda::step_graphs_enabled();
+  std::vector<std::string> log;
+  set_compile_log([&](const std::string& line) { log.push_back(line); });
+  const auto body = [](const std::vector<Tensor>& in) {
+    const CrossEntropyResult result =
+        sparse_softmax_cross_entropy_with_logits(relu(matmul(in[0], in[1])), in[2]);
+    return std::vector<Tensor>{result.loss, result.backprop};
+  };
+  cuda::set_step_graphs_enabled(false);
+  Function op_by_op = function("op_by_op", body);
+  cuda::set_step_graphs_enabled(true);
+  Function replayed = function("replayed", body);
+  Generator generator(5);
+  const Tensor weights =
+      random_uniform({16, 3}, -1.0, 1.0, DType::f32, generator).to(Device::cuda());
+  for (int run = 0; run < 5; ++run) {
+    const Tensor x = random_uniform({8, 16}, -1.0, 1.0, DType::f32, generator).to(Device::cuda());
+    const Tensor labels =
+        Tensor::from_vector<std::int32_t>({0, 1, 2, 0, 1, 2, run % 3, 1}, {8}, Device::cuda());
+    const std::vector<Tensor> expected = op_by_op({x, weights, labels});
+    const std::vector<Tensor> got = replayed({x, weights, labels});
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      EXPECT_EQ(got[k].to(Device::cpu()).to_vector<float>(),
+                expected[k].to(Device::cpu()).to_vector<float>())
+          << "run " << run << ", result " << k;
+    }
+  }
+  for (const std::string& line : log)
+    EXPECT_EQ(line.find("runs op by op"), std::string::npos) << line;
+  const Tensor x = random_uniform({8, 16}, -1.0, 1.0, DType::f32, generator).to(Device::cuda());
+  const Tensor bad =
+      Tensor::from_vector<std::int32_t>({0, 1, 2, 0, 7, 2, 0, 1}, {8}, Device::cuda());
+  try {
+    replayed({x, weights, bad})[0].to(Device::cpu());
+    FAIL() << "label 7 of 3 classes went unreported";
+  } catch (const InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("the label of example 4 is outside [0, 3)"),
+              std::string::npos)
+        << error.what();
+  }
+  set_compile_log(nullptr);
+  cuda::set_step_graphs_enabled(graphs_before);
 }
 
 // Without a usable GPU the backend says why, and a cuda tensor is a clean error, not a crash.

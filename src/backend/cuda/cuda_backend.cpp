@@ -41,12 +41,20 @@ const KernelTable& kernels() {
 namespace {
 
 std::atomic<bool> tf32{true};
+std::atomic<bool> step_graphs{[] {
+  const char* value = std::getenv("TANDEM_CUDA_GRAPHS");
+  return value != nullptr && std::string(value) == "1";
+}()};
 
 // Host-to-device copies of at least this size go through the pinned staging buffers; smaller
 // ones are not worth the extra hop.
 constexpr std::size_t kStagingThreshold = 64 * 1024;
 constexpr std::size_t kStagingBufferBytes = 8 * 1024 * 1024;
 constexpr int kStagingBuffers = 4;
+// Label and index checks that the recorded graphs of one GPU can hold together.
+constexpr int kRecordedCheckSlots = 256;
+
+class CudaRecordedWork;
 
 // One GPU: its context, memory ledger, and the pinned buffers and copy stream that stage
 // host-to-device copies.
@@ -71,6 +79,11 @@ class Gpu final : public Allocator {
     check(cudaMalloc(&context_.bad_position, sizeof(unsigned long long)), "cudaMalloc");
     check(cudaMallocHost(&context_.bad_position_host, sizeof(unsigned long long)),
           "cudaMallocHost");
+    check(
+        cudaMallocHost(&context_.recorded_slots, kRecordedCheckSlots * sizeof(unsigned long long)),
+        "cudaMallocHost");
+    for (int slot = kRecordedCheckSlots - 1; slot >= 0; --slot)
+      context_.free_recorded_slots.push_back(slot);
     for (int i = 0; i < kStagingBuffers; ++i) {
       Staging staging;
       check(cudaMallocHost(&staging.host, kStagingBufferBytes), "cudaMallocHost");
@@ -147,6 +160,7 @@ class Gpu final : public Allocator {
     check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, context_.stream),
           "cudaMemcpyAsync");
     check(cudaStreamSynchronize(context_.stream), "cudaStreamSynchronize");
+    inspect_recordings();
   }
 
   void copy_within(void* dst, const void* src, std::size_t nbytes) {
@@ -158,7 +172,20 @@ class Gpu final : public Allocator {
   void synchronize() {
     check(cudaSetDevice(context_.index), "cudaSetDevice");
     check(cudaStreamSynchronize(context_.stream), "cudaStreamSynchronize");
+    inspect_recordings();
   }
+
+  // The recorded graphs of this GPU, whose checks a synchronisation reads (the loss read once per
+  // progress refresh is one).
+  void add_recording(CudaRecordedWork* recording) {
+    std::lock_guard lock(recordings_mutex_);
+    recordings_.push_back(recording);
+  }
+  void remove_recording(CudaRecordedWork* recording) {
+    std::lock_guard lock(recordings_mutex_);
+    std::erase(recordings_, recording);
+  }
+  void inspect_recordings();
 
  private:
   struct Staging {
@@ -168,11 +195,81 @@ class Gpu final : public Allocator {
   DeviceContext context_;
   MemoryLedger ledger_;
   cudaStream_t copy_stream_ = nullptr;
+  std::mutex recordings_mutex_;
+  std::vector<CudaRecordedWork*> recordings_;
   std::mutex staging_mutex_;
   std::vector<Staging> staging_;
   std::size_t next_staging_ = 0;
   cudaEvent_t allocated_ = nullptr;
 };
+
+// A compiled step's kernels as one CUDA graph. Each replay launches it and records an event; its
+// label and index checks are read once that replay has finished: before the next replay (which
+// so waits for the last one: the host stays at most a step ahead) or at a synchronisation.
+class CudaRecordedWork final : public RecordedWork {
+ public:
+  CudaRecordedWork(Gpu& gpu, cudaGraphExec_t graph, std::vector<RecordedCheck> checks)
+      : gpu_(gpu), graph_(graph), checks_(std::move(checks)) {
+    check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
+    gpu_.add_recording(this);
+  }
+  ~CudaRecordedWork() override {
+    gpu_.remove_recording(this);
+    cudaSetDevice(gpu_.context().index);
+    cudaEventSynchronize(done_);  // a replay in flight still writes the check slots
+    cudaEventDestroy(done_);
+    cudaGraphExecDestroy(graph_);
+    for (const RecordedCheck& recorded : checks_)
+      gpu_.context().free_recorded_slots.push_back(recorded.slot);
+  }
+  CudaRecordedWork(const CudaRecordedWork&) = delete;
+  CudaRecordedWork& operator=(const CudaRecordedWork&) = delete;
+
+  void replay() override {
+    DeviceContext& context = gpu_.context();
+    check(cudaSetDevice(context.index), "cudaSetDevice");
+    if (launched_) {
+      check(cudaEventSynchronize(done_), "cudaEventSynchronize");
+      inspect();
+    }
+    check(cudaGraphLaunch(graph_, context.stream), "cudaGraphLaunch");
+    check(cudaEventRecord(done_, context.stream), "cudaEventRecord");
+    launched_ = true;
+  }
+
+  // Throws InvalidArgument for the first bad position the last replay found, once it has
+  // finished; does nothing before that.
+  void inspect() {
+    if (!launched_ || cudaEventQuery(done_) != cudaSuccess) {
+      cudaGetLastError();  // cudaErrorNotReady is no error here
+      return;
+    }
+    launched_ = false;
+    const unsigned long long* slots = gpu_.context().recorded_slots;
+    for (const RecordedCheck& recorded : checks_) {
+      const unsigned long long position = slots[recorded.slot];
+      if (position != ~0ull)
+        throw InvalidArgument(recorded.message(static_cast<std::int64_t>(position)));
+    }
+  }
+
+ private:
+  Gpu& gpu_;
+  cudaGraphExec_t graph_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+  std::vector<RecordedCheck> checks_;
+  bool launched_ = false;
+};
+
+void Gpu::inspect_recordings() {
+  std::vector<CudaRecordedWork*> recordings;
+  {
+    std::lock_guard lock(recordings_mutex_);
+    recordings = recordings_;
+  }
+  for (CudaRecordedWork* recording : recordings)
+    recording->inspect();
+}
 
 class CudaMemory final : public DeviceMemory {
  public:
@@ -232,6 +329,48 @@ class CudaBackend final : public TableBackend {
   }
   std::unique_ptr<KernelTimer> make_kernel_timer(Device device) override {
     return make_event_timer(device);
+  }
+  bool records_kernels() const override { return step_graphs_enabled(); }
+  // Stream capture on this thread only (cudaStreamCaptureModeThreadLocal), so another thread's
+  // CUDA calls neither join the graph nor fail it. The pool's allocations inside become the
+  // graph's own memory (freed where the step freed them, or at the next launch).
+  std::unique_ptr<RecordedWork> record(Device device, const std::function<void()>& issue,
+                                       std::string& why_not) override {
+    Gpu& gpu = memory_.gpu(device.index);
+    DeviceContext& context = enter(device);
+    std::vector<RecordedCheck> checks;
+    check(cudaStreamBeginCapture(context.stream, cudaStreamCaptureModeThreadLocal),
+          "cudaStreamBeginCapture");
+    context.recording_checks = &checks;
+    std::string failure;
+    try {
+      issue();
+    } catch (const std::exception& error) {
+      failure = error.what();
+    }
+    context.recording_checks = nullptr;
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(context.stream, &graph);
+    if (failure.empty() && ended != cudaSuccess) {
+      failure = std::string("cudaStreamEndCapture failed: ") + cudaGetErrorString(ended);
+    }
+    cudaGraphExec_t exec = nullptr;
+    if (failure.empty()) {
+      const cudaError_t made =
+          cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
+      if (made != cudaSuccess) {
+        failure = std::string("cudaGraphInstantiate failed: ") + cudaGetErrorString(made);
+      }
+    }
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (!failure.empty()) {
+      cudaGetLastError();  // the capture's errors are not the next kernel's
+      for (const RecordedCheck& recorded : checks)
+        context.free_recorded_slots.push_back(recorded.slot);
+      why_not = failure;
+      return nullptr;
+    }
+    return std::make_unique<CudaRecordedWork>(gpu, exec, std::move(checks));
   }
 
  private:
@@ -339,7 +478,22 @@ BadValueCheck::BadValueCheck(DeviceContext& context) : context_(context) {
         "cudaMemsetAsync");
 }
 
-std::int64_t BadValueCheck::first() {
+std::int64_t BadValueCheck::first(
+    std::function<std::string(std::int64_t position)> recorded_message) {
+  if (context_.recording_checks != nullptr) {
+    if (context_.free_recorded_slots.empty()) {
+      throw Error("the recorded steps of cuda:" + std::to_string(context_.index) + " hold " +
+                  std::to_string(kRecordedCheckSlots) +
+                  " label and index checks already; this step runs without a CUDA graph");
+    }
+    const int slot = context_.free_recorded_slots.back();
+    context_.free_recorded_slots.pop_back();
+    context_.recording_checks->push_back({slot, std::move(recorded_message)});
+    check(cudaMemcpyAsync(context_.recorded_slots + slot, context_.bad_position,
+                          sizeof(unsigned long long), cudaMemcpyDeviceToHost, context_.stream),
+          "cudaMemcpyAsync");
+    return -1;
+  }
   check(cudaMemcpyAsync(context_.bad_position_host, context_.bad_position,
                         sizeof(unsigned long long), cudaMemcpyDeviceToHost, context_.stream),
         "cudaMemcpyAsync");
@@ -361,6 +515,13 @@ void set_tf32_enabled(bool enabled) {
 }
 bool tf32_enabled() {
   return tf32;
+}
+
+void set_step_graphs_enabled(bool enabled) {
+  step_graphs = enabled;
+}
+bool step_graphs_enabled() {
+  return step_graphs;
 }
 
 }  // namespace cuda

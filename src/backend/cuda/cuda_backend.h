@@ -6,6 +6,7 @@
 // tensor freed on the host while kernels still use it is released only after them.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <vector>
@@ -36,6 +37,13 @@ inline constexpr const char* kSumsWithAtomics = "sums with atomics";
 // no GPU, so deterministic mode knows the kernels' facts on any machine.
 const KernelTable& kernels();
 
+// A BadValueCheck inside a recorded CUDA graph: each replay copies the position into pinned slot
+// `slot` of DeviceContext::recorded_slots, read once the replay has finished.
+struct RecordedCheck {
+  int slot = 0;
+  std::function<std::string(std::int64_t position)> message;  // what a bad position means
+};
+
 struct DeviceContext {
   int index = 0;
   cudaStream_t stream = nullptr;
@@ -45,6 +53,11 @@ struct DeviceContext {
   // Device slot and pinned host mirror for BadValueCheck.
   unsigned long long* bad_position = nullptr;
   unsigned long long* bad_position_host = nullptr;
+  // Pinned slots for the checks of recorded graphs (RecordedCheck), those free, and while a step
+  // is being recorded, the checks recorded so far.
+  unsigned long long* recorded_slots = nullptr;
+  std::vector<int> free_recorded_slots;
+  std::vector<RecordedCheck>* recording_checks = nullptr;
 };
 
 // Makes `device` current on this thread and returns its context.
@@ -57,12 +70,15 @@ std::unique_ptr<KernelTimer> make_event_timer(Device device);
 
 // Kernels that read labels or indices record the position of the first value out of range;
 // first() waits for the stream and returns it (or -1). The slot is per GPU, so a check is armed,
-// launched and read before the next one.
+// launched and read before the next one. While a step is recorded into a CUDA graph the stream
+// cannot be waited for: first() then records a copy of the position into a pinned slot and returns
+// -1, and the replays are checked when they have finished, a bad position throwing
+// InvalidArgument with `recorded_message(position)` (the values themselves are gone by then).
 class BadValueCheck {
  public:
   explicit BadValueCheck(DeviceContext& context);
   unsigned long long* slot() const { return context_.bad_position; }
-  std::int64_t first();
+  std::int64_t first(std::function<std::string(std::int64_t position)> recorded_message);
 
  private:
   DeviceContext& context_;

@@ -51,6 +51,17 @@ void with_index_type(DType dtype, Launch&& launch) {
   }
 }
 
+// The message for an index found bad after a recorded step ran, when its value is gone.
+std::function<std::string(std::int64_t)> recorded_bad_index(const char* op, std::int64_t rows,
+                                                            const Shape& table_shape) {
+  return [op, rows, table_shape](std::int64_t position) {
+    return std::string(op) + ": the index at position " + std::to_string(position) +
+           " is outside [0, " + std::to_string(rows) + "), the rows of " + shape_str(table_shape) +
+           " (found after the step ran as a CUDA graph; --jit off stops at the op with the "
+           "value); check the ids against the table size (e.g. the vocabulary)";
+  };
+}
+
 void report_bad_index(const char* op, const Tensor& indices, std::int64_t position,
                       std::int64_t rows, const Shape& table_shape) {
   std::int64_t index = 0;
@@ -87,7 +98,8 @@ void run_gather(const KernelContext& c) {
     });
   }
   check(cudaGetLastError(), "gather");
-  if (const std::int64_t position = bad.first(); position >= 0) {
+  if (const std::int64_t position = bad.first(recorded_bad_index("gather", rows, table.shape()));
+      position >= 0) {
     report_bad_index("gather", indices, position, rows, table.shape());
   }
 }
@@ -128,7 +140,8 @@ void run_scatter_add(const KernelContext& c) {
       convert(context, sums, DType::f32, out.raw_data(), out.dtype(), out.numel());
   });
   check(cudaGetLastError(), "scatter_add");
-  if (const std::int64_t position = bad.first(); position >= 0) {
+  if (const std::int64_t position = bad.first(recorded_bad_index("scatter_add", rows, out.shape()));
+      position >= 0) {
     report_bad_index("scatter_add", indices, position, rows, out.shape());
   }
 }

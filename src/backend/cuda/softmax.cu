@@ -186,7 +186,13 @@ void run_cross_entropy(const KernelContext& c) {
     }
   });
   check(cudaGetLastError(), "sparse_softmax_cross_entropy");
-  if (const std::int64_t example = bad.first(); example >= 0) {
+  const auto recorded_message = [classes](std::int64_t example) {
+    return "sparse_softmax_cross_entropy: the label of example " + std::to_string(example) +
+           " is outside [0, " + std::to_string(classes) + "), the " + std::to_string(classes) +
+           " classes of the logits (found after the step ran as a CUDA graph; --jit off stops "
+           "at the op with the label); check the labels or the model's output size";
+  };
+  if (const std::int64_t example = bad.first(recorded_message); example >= 0) {
     std::int64_t label = 0;
     check(cudaMemcpy(
               &label,
