@@ -67,9 +67,8 @@ TEST(CudaBackend, ACompiledStepReplaysAsOneGraph) {
         sparse_softmax_cross_entropy_with_logits(relu(matmul(in[0], in[1])), in[2]);
     return std::vector<Tensor>{result.loss, result.backprop};
   };
-  cuda::set_step_graphs_enabled(false);
+  // A step decides at its first run whether it replays.
   Function op_by_op = function("op_by_op", body);
-  cuda::set_step_graphs_enabled(true);
   Function replayed = function("replayed", body);
   Generator generator(5);
   const Tensor weights =
@@ -78,7 +77,9 @@ TEST(CudaBackend, ACompiledStepReplaysAsOneGraph) {
     const Tensor x = random_uniform({8, 16}, -1.0, 1.0, DType::f32, generator).to(Device::cuda());
     const Tensor labels =
         Tensor::from_vector<std::int32_t>({0, 1, 2, 0, 1, 2, run % 3, 1}, {8}, Device::cuda());
+    cuda::set_step_graphs_enabled(false);
     const std::vector<Tensor> expected = op_by_op({x, weights, labels});
+    cuda::set_step_graphs_enabled(true);
     const std::vector<Tensor> got = replayed({x, weights, labels});
     for (std::size_t k = 0; k < got.size(); ++k) {
       EXPECT_EQ(got[k].to(Device::cpu()).to_vector<float>(),
@@ -86,8 +87,12 @@ TEST(CudaBackend, ACompiledStepReplaysAsOneGraph) {
           << "run " << run << ", result " << k;
     }
   }
-  for (const std::string& line : log)
+  // Recorded once (nothing ran op by op) and never again: each batch went into the step's own
+  // input buffers.
+  for (const std::string& line : log) {
     EXPECT_EQ(line.find("runs op by op"), std::string::npos) << line;
+    EXPECT_EQ(line.find("again"), std::string::npos) << line;
+  }
   const Tensor x = random_uniform({8, 16}, -1.0, 1.0, DType::f32, generator).to(Device::cuda());
   const Tensor bad =
       Tensor::from_vector<std::int32_t>({0, 1, 2, 0, 7, 2, 0, 1}, {8}, Device::cuda());
