@@ -14,10 +14,15 @@
 namespace tandem::cpu {
 namespace {
 
+// The matrices B holds: one per batch entry, or one for all.
+std::int64_t b_entries(const MatmulShape& s) {
+  return s.b_batched ? s.batch : 1;
+}
+
 // B stored transposed, (entries, N, K), copied into (entries, K, N) rows.
 template <typename T>
 void transposed_b_rows(const MatmulShape& s, const T* b, T* rows) {
-  const std::int64_t entries = s.b_batched ? s.batch : 1;
+  const std::int64_t entries = b_entries(s);
   for (std::int64_t e = 0; e < entries; ++e) {
     for (std::int64_t j = 0; j < s.n; ++j) {
       for (std::int64_t p = 0; p < s.k; ++p)
@@ -45,7 +50,7 @@ void matmul_loops(const KernelContext& c, const MatmulShape& s) {
   // terms in the same order.
   std::vector<T> b_rows;
   if (s.transpose_b) {
-    b_rows.resize(static_cast<std::size_t>((s.b_batched ? s.batch : 1) * s.k * s.n));
+    b_rows.resize(static_cast<std::size_t>(b_entries(s) * s.k * s.n));
     transposed_b_rows(s, b, b_rows.data());
     b = b_rows.data();
   }
@@ -103,8 +108,7 @@ OneDnnMatmul build_matmul(const MatmulShape& s, DType dtype) {
   OneDnnMatmul result;
   result.a_desc = matrix_desc(s.batch, s.m, s.k, s.transpose_a, type);
   result.b_as_rows = s.transpose_b && dtype == DType::bf16 && onednn_isa().amx;
-  result.b_desc =
-      matrix_desc(s.b_batched ? s.batch : 1, s.k, s.n, s.transpose_b && !result.b_as_rows, type);
+  result.b_desc = matrix_desc(b_entries(s), s.k, s.n, s.transpose_b && !result.b_as_rows, type);
   result.out_desc = matrix_desc(s.batch, s.m, s.n, false, type);
   if (s.has_bias) result.bias_desc = matrix_desc(1, 1, s.n, false, type);
   const dnnl::matmul::desc desc =
@@ -139,7 +143,7 @@ bool matmul_onednn(const KernelContext& c, const MatmulShape& s) {
   if (!entry->primitive) return false;
   Tensor b = c.inputs[1];
   if (entry->b_as_rows) {
-    b = Tensor::empty({s.b_batched ? s.batch : 1, s.k, s.n}, dtype, Device::cpu());
+    b = Tensor::empty({b_entries(s), s.k, s.n}, dtype, Device::cpu());
     transposed_b_rows(s, static_cast<const bfloat16*>(c.inputs[1].raw_data()),
                       static_cast<bfloat16*>(b.raw_data()));
   }

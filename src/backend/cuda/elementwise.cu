@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "backend/cuda/device_math.cuh"
 #include "ops/op_attrs.h"
@@ -125,44 +126,39 @@ bool aligned_for_packs(std::initializer_list<const void*> pointers) {
   return true;
 }
 
-// out[i] = op(x[i]) or op(a[i], b[i]) over inputs of out's shape: whole packs first, so each thread
-// moves 16 bytes per access (one element per thread leaves bf16 ops at a third of the memory's
-// bandwidth), then the tail element by element. Every pointer is 16-byte aligned.
+// out[i] = op(a[i]) (b is nullptr) or op(a[i], b[i]) over inputs of out's shape: whole packs
+// first, so each thread moves 16 bytes per access (one element per thread leaves bf16 ops at a
+// third of the memory's bandwidth), then the tail element by element. Every pointer is 16-byte
+// aligned.
 template <typename T, typename Op>
-__global__ void packed_unary_kernel(const T* x, T* out, std::int64_t count, Op op) {
+__global__ void packed_kernel(const T* a, const T* b, T* out, std::int64_t count, Op op) {
   using P = Pack<T>;
-  const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  const std::int64_t packs = count / P::kLanes;
-  for (std::int64_t p = first; p < packs; p += stride) {
-    const P in = reinterpret_cast<const P*>(x)[p];
-    P result;
-#pragma unroll
-    for (int k = 0; k < P::kLanes; ++k)
-      result.lane[k] = op(in.lane[k]);
-    reinterpret_cast<P*>(out)[p] = result;
-  }
-  for (std::int64_t i = packs * P::kLanes + first; i < count; i += stride)
-    out[i] = op(x[i]);
-}
-
-template <typename T, typename Op>
-__global__ void packed_binary_kernel(const T* a, const T* b, T* out, std::int64_t count, Op op) {
-  using P = Pack<T>;
+  constexpr bool kUnary = std::is_invocable_v<Op, T>;
   const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t packs = count / P::kLanes;
   for (std::int64_t p = first; p < packs; p += stride) {
     const P left = reinterpret_cast<const P*>(a)[p];
-    const P right = reinterpret_cast<const P*>(b)[p];
+    P right;
+    if constexpr (!kUnary) right = reinterpret_cast<const P*>(b)[p];
     P result;
 #pragma unroll
-    for (int k = 0; k < P::kLanes; ++k)
-      result.lane[k] = op(left.lane[k], right.lane[k]);
+    for (int k = 0; k < P::kLanes; ++k) {
+      if constexpr (kUnary) {
+        result.lane[k] = op(left.lane[k]);
+      } else {
+        result.lane[k] = op(left.lane[k], right.lane[k]);
+      }
+    }
     reinterpret_cast<P*>(out)[p] = result;
   }
-  for (std::int64_t i = packs * P::kLanes + first; i < count; i += stride)
-    out[i] = op(a[i], b[i]);
+  for (std::int64_t i = packs * P::kLanes + first; i < count; i += stride) {
+    if constexpr (kUnary) {
+      out[i] = op(a[i]);
+    } else {
+      out[i] = op(a[i], b[i]);
+    }
+  }
 }
 
 // Blocks for the packed kernels: a thread per pack, at least one block.
@@ -256,8 +252,8 @@ void run_unary(const KernelContext& c) {
       const T* x = static_cast<const T*>(c.inputs[0].raw_data());
       T* y = static_cast<T*>(c.outputs[0].raw_data());
       if (aligned_for_packs({x, y})) {
-        packed_unary_kernel<<<blocks_for_packs<T>(count), 256, 0, context.stream>>>(
-            x, y, count, UnaryOp<kKind, T>{approximate});
+        packed_kernel<<<blocks_for_packs<T>(count), 256, 0, context.stream>>>(
+            x, static_cast<const T*>(nullptr), y, count, UnaryOp<kKind, T>{approximate});
       } else {
         unary_kernel<kKind, T>
             <<<blocks_for(count), 256, 0, context.stream>>>(x, y, count, approximate);
@@ -278,7 +274,7 @@ void run_unary_backward(const KernelContext& c) {
     const T* saved = static_cast<const T*>(c.inputs[1].raw_data());
     T* dx = static_cast<T*>(c.outputs[0].raw_data());
     if (aligned_for_packs({dy, saved, dx})) {
-      packed_binary_kernel<<<blocks_for_packs<T>(count), 256, 0, context.stream>>>(
+      packed_kernel<<<blocks_for_packs<T>(count), 256, 0, context.stream>>>(
           dy, saved, dx, count, UnaryBackwardOp<kKind, T>{approximate});
     } else {
       unary_backward_kernel<kKind, T>
@@ -303,7 +299,7 @@ void run_binary(const KernelContext& c) {
       visit_numeric(out.dtype(), [&](auto tag) {
         using T = decltype(tag);
         if constexpr (kKind != OpKind::pow || is_floating_v<T>) {
-          packed_binary_kernel<<<blocks_for_packs<T>(count), 256, 0, context.stream>>>(
+          packed_kernel<<<blocks_for_packs<T>(count), 256, 0, context.stream>>>(
               static_cast<const T*>(c.inputs[0].raw_data()),
               static_cast<const T*>(c.inputs[1].raw_data()), static_cast<T*>(out.raw_data()), count,
               BinaryOp<kKind, T>{});
