@@ -55,8 +55,8 @@ class TapeRecorder final : public OpObserver {
  public:
   void after_op(OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
                 const Attrs& attrs) override {
+    if (!watches_this_thread()) return;
     ThreadTapes& tapes = thread_tapes();
-    if (tapes.active.empty() || tapes.suspended > 0) return;
     // Ops whose outputs are all integer or bool (argmax, comparisons) carry no gradient.
     const bool any_floating_output = std::any_of(
         outputs.begin(), outputs.end(), [](const Tensor& t) { return is_floating(t.dtype()); });
@@ -71,6 +71,10 @@ class TapeRecorder final : public OpObserver {
       tape->ops.push_back(RecordedOp{
           kind, {inputs.begin(), inputs.end()}, {outputs.begin(), outputs.end()}, attrs});
     }
+  }
+  bool watches_this_thread() const override {
+    const ThreadTapes& tapes = thread_tapes();
+    return !tapes.active.empty() && tapes.suspended == 0;
   }
 };
 

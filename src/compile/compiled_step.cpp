@@ -459,6 +459,8 @@ void CompiledStep::Impl::replay(const std::vector<Tensor>& inputs) {
     issue_nodes({});
     return;
   }
+  write_compile_log("tandem: step '" + graph.name + "' recorded as one unit on " +
+                    graph.device.str() + "; its runs replay it");
   recorded_at.resize(handles.size());
   for (std::size_t v = 0; v < handles.size(); ++v)
     recorded_at[v] = address_of(v);
@@ -477,7 +479,9 @@ std::vector<Tensor> CompiledStep::run(const std::vector<Tensor>& inputs) {
   }
   // The first run goes op by op: it makes the kernels' one-time choices (cuDNN's algorithms,
   // cuBLASLt's plans) that a recording must not contain.
-  if (step.replays && step.runs > 1 && observers->empty()) {
+  const bool watched = std::ranges::any_of(
+      *observers, [](const OpObserver* observer) { return observer->watches_this_thread(); });
+  if (step.replays && step.runs > 1 && !watched) {
     step.replay(inputs);
   } else {
     step.bind(step.replays ? step.own_bound(inputs) : inputs);

@@ -128,6 +128,10 @@ class OpObserver {
   virtual void before_op(OpKind, std::span<const Tensor> inputs, const Attrs&) {}
   virtual void after_op(OpKind kind, std::span<const Tensor> inputs,
                         std::span<const Tensor> outputs, const Attrs& attrs) = 0;
+  // False where the observer would ignore every op this thread runs now (the tape recorder with
+  // no tape recording): a compiled step then replays its recorded kernels instead of issuing its
+  // nodes one by one for the observer to see.
+  virtual bool watches_this_thread() const { return true; }
 };
 void add_op_observer(OpObserver* observer);
 void remove_op_observer(OpObserver* observer);

@@ -4,6 +4,7 @@
 // GPU is usable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,10 @@ TEST(CudaBackend, ACompiledStepReplaysAsOneGraph) {
         sparse_softmax_cross_entropy_with_logits(relu(matmul(in[0], in[1])), in[2]);
     return std::vector<Tensor>{result.loss, result.backprop};
   };
+  // The tape's op observer, installed by the first tape for good, watches nothing while no tape
+  // records: it must not keep the step from replaying (as it did in training, where the traced
+  // step's tape installs it).
+  { const GradientTape installs_the_recorder; }
   // A step decides at its first run whether it replays.
   Function op_by_op = function("op_by_op", body);
   Function replayed = function("replayed", body);
@@ -89,6 +94,12 @@ TEST(CudaBackend, ACompiledStepReplaysAsOneGraph) {
   }
   // Recorded once (nothing ran op by op) and never again: each batch went into the step's own
   // input buffers.
+  EXPECT_EQ(std::ranges::count_if(log,
+                                  [](const std::string& line) {
+                                    return line.find("'replayed' recorded as one unit") !=
+                                           std::string::npos;
+                                  }),
+            1);
   for (const std::string& line : log) {
     EXPECT_EQ(line.find("runs op by op"), std::string::npos) << line;
     EXPECT_EQ(line.find("again"), std::string::npos) << line;

@@ -95,6 +95,9 @@ const CublasLtLibrary& cublaslt() {
 
 void check(cudaError_t status, const char* call) {
   if (status == cudaSuccess) return;
+  // A failed call leaves its error as the runtime's last one; cleared here, it is not blamed on
+  // the next kernel launch (a fault inside a kernel stays: the context is broken then).
+  cudaGetLastError();
   throw Error(std::string("CUDA: ") + call + " failed: " + cudaGetErrorName(status) + " (" +
               cudaGetErrorString(status) + ")");
 }

@@ -5,6 +5,8 @@
 // overlap the kernels already queued.
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <deque>
@@ -82,8 +84,13 @@ class Gpu final : public Allocator {
     check(
         cudaMallocHost(&context_.recorded_slots, kRecordedCheckSlots * sizeof(unsigned long long)),
         "cudaMallocHost");
-    for (int slot = kRecordedCheckSlots - 1; slot >= 0; --slot)
+    check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&context_.recorded_slots_on_device),
+                                   context_.recorded_slots, 0),
+          "cudaHostGetDevicePointer");
+    for (int slot = kRecordedCheckSlots - 1; slot >= 0; --slot) {
+      context_.recorded_slots[slot] = ~0ull;
       context_.free_recorded_slots.push_back(slot);
+    }
     for (int i = 0; i < kStagingBuffers; ++i) {
       Staging staging;
       check(cudaMallocHost(&staging.host, kStagingBufferBytes), "cudaMallocHost");
@@ -103,9 +110,14 @@ class Gpu final : public Allocator {
     ledger_.reserve(size);
     check(cudaSetDevice(context_.index), "cudaSetDevice");
     void* data = nullptr;
-    const cudaError_t status = cudaMallocAsync(&data, size, context_.stream);
+    cudaError_t status = cudaMallocAsync(&data, size, context_.stream);
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // clear the sticky-free error state of the call
+      release_cached_memory();
+      status = cudaMallocAsync(&data, size, context_.stream);
+    }
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
       ledger_.release(size);
       std::size_t free_bytes = 0;
       std::size_t total_bytes = 0;
@@ -175,6 +187,19 @@ class Gpu final : public Allocator {
     inspect_recordings();
   }
 
+  // Gives what the pools hold unused back to the driver, once the stream's work is done: the
+  // stream-ordered pool keeps everything freed (see start), and the memory of recorded graphs is
+  // a pool of its own, so one may be short where the other holds plenty. Called before a second
+  // try of an allocation or a graph launch the GPU refused for memory.
+  void release_cached_memory() {
+    cudaStreamSynchronize(context_.stream);
+    cudaMemPool_t pool = nullptr;
+    if (cudaDeviceGetDefaultMemPool(&pool, context_.index) == cudaSuccess)
+      cudaMemPoolTrimTo(pool, 0);
+    cudaDeviceGraphMemTrim(context_.index);
+    cudaGetLastError();  // a failure here leaves the second try to report
+  }
+
   // The recorded graphs of this GPU, whose checks a synchronisation reads (the loss read once per
   // progress refresh is one).
   void add_recording(CudaRecordedWork* recording) {
@@ -203,21 +228,27 @@ class Gpu final : public Allocator {
   cudaEvent_t allocated_ = nullptr;
 };
 
-// A compiled step's kernels as one CUDA graph. Each replay launches it and records an event; its
-// label and index checks are read once that replay has finished: before the next replay (which
-// so waits for the last one: the host stays at most a step ahead) or at a synchronisation.
+// A compiled step's kernels as one CUDA graph. Each replay launches it and records an event. The
+// host runs at most two replays ahead of the GPU (a replay waits for the one before the last), so
+// the GPU has the next replay queued while the host prepares the one after, and step times
+// measured on the host stay the GPU's. The label and index checks keep the smallest bad position
+// in pinned slots, read before each replay and at synchronisations; a bad one throws once the
+// replays in flight have finished.
 class CudaRecordedWork final : public RecordedWork {
  public:
   CudaRecordedWork(Gpu& gpu, cudaGraphExec_t graph, std::vector<RecordedCheck> checks)
       : gpu_(gpu), graph_(graph), checks_(std::move(checks)) {
-    check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
+    for (cudaEvent_t& event : done_)
+      check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
     gpu_.add_recording(this);
   }
   ~CudaRecordedWork() override {
     gpu_.remove_recording(this);
     cudaSetDevice(gpu_.context().index);
-    cudaEventSynchronize(done_);  // a replay in flight still writes the check slots
-    cudaEventDestroy(done_);
+    for (cudaEvent_t event : done_) {
+      cudaEventSynchronize(event);  // a replay in flight still writes the check slots
+      cudaEventDestroy(event);
+    }
     cudaGraphExecDestroy(graph_);
     for (const RecordedCheck& recorded : checks_)
       gpu_.context().free_recorded_slots.push_back(recorded.slot);
@@ -228,37 +259,54 @@ class CudaRecordedWork final : public RecordedWork {
   void replay() override {
     DeviceContext& context = gpu_.context();
     check(cudaSetDevice(context.index), "cudaSetDevice");
-    if (launched_) {
-      check(cudaEventSynchronize(done_), "cudaEventSynchronize");
+    cudaEvent_t& done = done_[launches_ % done_.size()];
+    if (launches_ >= done_.size()) check(cudaEventSynchronize(done), "cudaEventSynchronize");
+    if (bad_position_seen()) {
+      check(cudaEventSynchronize(latest()), "cudaEventSynchronize");
       inspect();
     }
-    check(cudaGraphLaunch(graph_, context.stream), "cudaGraphLaunch");
-    check(cudaEventRecord(done_, context.stream), "cudaEventRecord");
-    launched_ = true;
+    cudaError_t launched = cudaGraphLaunch(graph_, context.stream);
+    if (launched == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      gpu_.release_cached_memory();
+      launched = cudaGraphLaunch(graph_, context.stream);
+    }
+    check(launched, "cudaGraphLaunch (a compiled step recorded as one CUDA graph)");
+    check(cudaEventRecord(done, context.stream), "cudaEventRecord");
+    ++launches_;
   }
 
-  // Throws InvalidArgument for the first bad position the last replay found, once it has
-  // finished; does nothing before that.
+  // Throws InvalidArgument for the smallest bad position the replays found (and clears it) once
+  // they have all finished; does nothing before that.
   void inspect() {
-    if (!launched_ || cudaEventQuery(done_) != cudaSuccess) {
+    if (launches_ == 0) return;
+    if (cudaEventQuery(latest()) != cudaSuccess) {
       cudaGetLastError();  // cudaErrorNotReady is no error here
       return;
     }
-    launched_ = false;
-    const unsigned long long* slots = gpu_.context().recorded_slots;
+    unsigned long long* slots = gpu_.context().recorded_slots;
     for (const RecordedCheck& recorded : checks_) {
       const unsigned long long position = slots[recorded.slot];
-      if (position != ~0ull)
-        throw InvalidArgument(recorded.message(static_cast<std::int64_t>(position)));
+      if (position == ~0ull) continue;
+      for (const RecordedCheck& other : checks_)
+        slots[other.slot] = ~0ull;
+      throw InvalidArgument(recorded.message(static_cast<std::int64_t>(position)));
     }
   }
 
  private:
+  cudaEvent_t latest() const { return done_[(launches_ + done_.size() - 1) % done_.size()]; }
+  bool bad_position_seen() const {
+    const unsigned long long* slots = gpu_.context().recorded_slots;
+    return std::ranges::any_of(
+        checks_, [&](const RecordedCheck& recorded) { return slots[recorded.slot] != ~0ull; });
+  }
+
   Gpu& gpu_;
   cudaGraphExec_t graph_ = nullptr;
-  cudaEvent_t done_ = nullptr;
+  std::array<cudaEvent_t, 2> done_{};
   std::vector<RecordedCheck> checks_;
-  bool launched_ = false;
+  std::size_t launches_ = 0;
 };
 
 void Gpu::inspect_recordings() {
@@ -489,9 +537,8 @@ std::int64_t BadValueCheck::first(
     const int slot = context_.free_recorded_slots.back();
     context_.free_recorded_slots.pop_back();
     context_.recording_checks->push_back({slot, std::move(recorded_message)});
-    check(cudaMemcpyAsync(context_.recorded_slots + slot, context_.bad_position,
-                          sizeof(unsigned long long), cudaMemcpyDeviceToHost, context_.stream),
-          "cudaMemcpyAsync");
+    context_.recorded_slots[slot] = ~0ull;
+    keep_bad_position(context_, context_.recorded_slots_on_device + slot);
     return -1;
   }
   check(cudaMemcpyAsync(context_.bad_position_host, context_.bad_position,

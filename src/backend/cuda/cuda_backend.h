@@ -37,8 +37,9 @@ inline constexpr const char* kSumsWithAtomics = "sums with atomics";
 // no GPU, so deterministic mode knows the kernels' facts on any machine.
 const KernelTable& kernels();
 
-// A BadValueCheck inside a recorded CUDA graph: each replay copies the position into pinned slot
-// `slot` of DeviceContext::recorded_slots, read once the replay has finished.
+// A BadValueCheck inside a recorded CUDA graph: each replay keeps the smallest bad position in
+// pinned slot `slot` of DeviceContext::recorded_slots (~0 while there is none), read at
+// synchronisations and before later replays.
 struct RecordedCheck {
   int slot = 0;
   std::function<std::string(std::int64_t position)> message;  // what a bad position means
@@ -53,9 +54,11 @@ struct DeviceContext {
   // Device slot and pinned host mirror for BadValueCheck.
   unsigned long long* bad_position = nullptr;
   unsigned long long* bad_position_host = nullptr;
-  // Pinned slots for the checks of recorded graphs (RecordedCheck), those free, and while a step
-  // is being recorded, the checks recorded so far.
+  // Pinned slots for the checks of recorded graphs (RecordedCheck; the kernels write them through
+  // recorded_slots_on_device, their device address), those free, and while a step is being
+  // recorded, the checks recorded so far.
   unsigned long long* recorded_slots = nullptr;
+  unsigned long long* recorded_slots_on_device = nullptr;
   std::vector<int> free_recorded_slots;
   std::vector<RecordedCheck>* recording_checks = nullptr;
 };
@@ -71,9 +74,9 @@ std::unique_ptr<KernelTimer> make_event_timer(Device device);
 // Kernels that read labels or indices record the position of the first value out of range;
 // first() waits for the stream and returns it (or -1). The slot is per GPU, so a check is armed,
 // launched and read before the next one. While a step is recorded into a CUDA graph the stream
-// cannot be waited for: first() then records a copy of the position into a pinned slot and returns
-// -1, and the replays are checked when they have finished, a bad position throwing
-// InvalidArgument with `recorded_message(position)` (the values themselves are gone by then).
+// cannot be waited for: first() then records a kernel keeping the position in a pinned slot and
+// returns -1; the slots are read at synchronisations and before later replays, a bad position
+// throwing InvalidArgument with `recorded_message(position)` (the values themselves are gone).
 class BadValueCheck {
  public:
   explicit BadValueCheck(DeviceContext& context);
@@ -83,6 +86,10 @@ class BadValueCheck {
  private:
   DeviceContext& context_;
 };
+
+// Inside a recording: a kernel that lowers pinned `slot` (a device address) to the check's
+// position where that is smaller (gather.cu).
+void keep_bad_position(DeviceContext& context, unsigned long long* slot);
 
 // Launch geometry for `count` independent elements.
 inline unsigned blocks_for(std::int64_t count, unsigned threads = 256) {

@@ -146,7 +146,17 @@ void run_scatter_add(const KernelContext& c) {
   }
 }
 
+// One thread: the slot keeps the smallest bad position over the replays since it was last read.
+__global__ void keep_bad_position_kernel(const unsigned long long* bad, unsigned long long* slot) {
+  if (*bad < *slot) *slot = *bad;
+}
+
 }  // namespace
+
+void keep_bad_position(DeviceContext& context, unsigned long long* slot) {
+  keep_bad_position_kernel<<<1, 1, 0, context.stream>>>(context.bad_position, slot);
+  check(cudaGetLastError(), "a recorded label or index check");
+}
 
 void register_gather_kernels(KernelTable& table) {
   table.set(OpKind::gather, run_gather, every_dtype_mask());
