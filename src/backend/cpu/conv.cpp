@@ -272,6 +272,9 @@ struct ConvBackwardInput {
   dnnl::convolution_backward_data primitive;
   ConvDescs descs;
   FilterReorder filter;
+  // Set where the primitive is the unit-stride gradient of the positions a strided 1x1
+  // convolution of this geometry reads (descs.x packed), scattered into dx afterwards.
+  std::optional<Window2D> scatters_to;
 };
 
 // A filter gradient as one matrix product over the whole batch, its windows unrolled into rows:
@@ -364,7 +367,7 @@ ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias, bool f
   return packed;
 }
 
-ConvBackwardInput build_backward_input(const Window2D& g, DType dtype) {
+ConvBackwardInput build_backward_input_as_given(const Window2D& g, DType dtype) {
   const ConvDescs descs = conv_descs(g, dtype, false);
   const dnnl::convolution_backward_data::primitive_desc pd(
       dnnl::convolution_backward_data::desc(
@@ -372,7 +375,19 @@ ConvBackwardInput build_backward_input(const Window2D& g, DType dtype) {
           onednn_dilates(g), onednn_padding_l(g), onednn_padding_r(g)),
       onednn_engine(), forward_pd(g, descs));
   return {dnnl::convolution_backward_data(pd), descs,
-          make_filter_reorder(descs.ours, pd.weights_desc(), true)};
+          make_filter_reorder(descs.ours, pd.weights_desc(), true), std::nullopt};
+}
+
+// A strided 1x1 convolution that reads only strided positions has a gradient that is zero
+// elsewhere and, at those positions, the unit-stride convolution's gradient of them: computed
+// packed and scattered, never through oneDNN 2.6's own strided 1x1 backward-data kernel, which
+// writes past a buffer of its own on some geometries (valgrind: jit_1x1:avx2 with iw3 ow1 sw3,
+// a wrong result under ASan).
+ConvBackwardInput build_backward_input(const Window2D& g, DType dtype) {
+  if (!reads_strided_positions_only(g)) return build_backward_input_as_given(g, dtype);
+  ConvBackwardInput packed = build_backward_input_as_given(on_packed_positions(g), dtype);
+  packed.scatters_to = g;
+  return packed;
 }
 
 // The rows and columns of the unrolled windows a filter gradient product multiplies.
@@ -409,7 +424,11 @@ constexpr std::int64_t kMaxPatchBytes = std::int64_t{64} << 20;
 // kernel ran at 20 GFLOP/s on an AVX2 CPU, against 80-100 for its direct kernels on the
 // neighbouring layers. Such a gradient runs as one product over the whole batch instead
 // (FilterGradientProduct): 15.3 -> 2.1 ms a call at batch 16 in oneDNN's timings of the two, and
-// the unrolling copies 1.2 MB. The others run on the primitive oneDNN chose.
+// the unrolling copies 1.2 MB. So does a strided 1x1 convolution's that reads strided positions
+// only (its unrolled windows are those positions, packed): oneDNN 2.6's strided 1x1 kernels read
+// and write past buffers of their own on some geometries (see build_backward_input), which gave
+// filter gradients that changed from run to run in a build with another heap layout. The others
+// run on the primitive oneDNN chose.
 ConvBackwardFilter build_backward_filter(const Window2D& g, DType dtype, bool with_bias) {
   const ConvDescs descs = conv_descs(g, dtype, with_bias);
   const dnnl::convolution_backward_weights::primitive_desc pd(
@@ -422,8 +441,9 @@ ConvBackwardFilter build_backward_filter(const Window2D& g, DType dtype, bool wi
                             std::nullopt};
   const auto patch_bytes =
       patch_rows(g) * patch_columns(g) * static_cast<std::int64_t>(dtype_size(dtype));
-  if (implementation(result.primitive).find("gemm") != std::string::npos &&
-      patch_bytes <= kMaxPatchBytes) {
+  if (reads_strided_positions_only(g) ||
+      (implementation(result.primitive).find("gemm") != std::string::npos &&
+       patch_bytes <= kMaxPatchBytes)) {
     result.product = filter_gradient_product(g, dtype);
   }
   return result;
@@ -475,6 +495,24 @@ void unroll_windows(const Window2D& g, const Tensor& x, const memory& patches) {
   });
 }
 
+// The inverse of unroll_windows for a 1x1 window that reads strided positions only: `packed`
+// (N*OH*OW, C_in) written to those positions of dx (N, H, W, C_in), zeros everywhere else.
+void scatter_positions(const Window2D& g, const memory& packed, const Tensor& dx) {
+  const auto cell = static_cast<std::size_t>(g.in_c) * dtype_size(dx.dtype());
+  std::memset(dx.raw_data(), 0, dx.nbytes());
+  const auto* from = static_cast<const std::byte*>(packed.get_data_handle());
+  auto* to = static_cast<std::byte*>(dx.raw_data());
+  parallel_for(patch_rows(g), g.in_c, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t row = begin; row < end; ++row) {
+      const std::int64_t n = row / (g.out_h * g.out_w);
+      const std::int64_t ih = row / g.out_w % g.out_h * g.strides[0];
+      const std::int64_t iw = row % g.out_w * g.strides[1];
+      std::memcpy(to + static_cast<std::size_t>((n * g.in_h + ih) * g.in_w + iw) * cell,
+                  from + static_cast<std::size_t>(row) * cell, cell);
+    }
+  });
+}
+
 // x as the forward primitive reads it: the tensor itself, or the positions it reads, packed.
 memory forward_input(const ConvForward& entry, const Tensor& x) {
   if (!entry.packs_from) return wrap(entry.descs.x, x);
@@ -520,9 +558,12 @@ void conv_backward_input_onednn(const KernelContext& c, const Window2D& g) {
   const DType dtype = c.inputs[0].dtype();
   const auto entry =
       cache.get(window_key(c.kind, dtype, g), [&] { return build_backward_input(g, dtype); });
+  const memory dx = entry->scatters_to ? memory(entry->descs.x, onednn_engine())
+                                       : wrap(entry->descs.x, c.outputs[0]);
   execute(entry->primitive, {{DNNL_ARG_DIFF_DST, wrap(entry->descs.y, c.inputs[0])},
                              {DNNL_ARG_WEIGHTS, filter_for_primitive(entry->filter, c.inputs[1])},
-                             {DNNL_ARG_DIFF_SRC, wrap(entry->descs.x, c.outputs[0])}});
+                             {DNNL_ARG_DIFF_SRC, dx}});
+  if (entry->scatters_to) scatter_positions(*entry->scatters_to, dx, c.outputs[0]);
 }
 
 void conv_backward_filter_product(const KernelContext& c, const Window2D& g,
