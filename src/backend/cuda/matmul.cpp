@@ -191,12 +191,23 @@ void run_matmul(const KernelContext& c) {
     add_residual_relu(context, nullptr, s.fused_relu, out);
     return;
   }
+  // A 16-bit product's bias goes into out first and is added as C (beta 1): cuBLASLt's bias
+  // epilogue adds it to the product already rounded to 16 bits (errors of one ulp, and relu masks
+  // flipped where the sum is near 0, seen on the H200), while C joins the f32 sum before the one
+  // rounding, as in the convolutions.
+  MatmulShape planned = s;
   const void* bias = s.has_bias ? c.inputs[2].raw_data() : nullptr;
   const void* residual = s.fused_add ? c.inputs.back().raw_data() : nullptr;
+  if (s.has_bias && !s.fused_add && out.dtype() != DType::f32) {
+    broadcast_into(context, c.inputs[2], out);
+    planned.has_bias = false;
+    bias = nullptr;
+    residual = out.raw_data();
+  }
   const std::array<std::uint32_t, 4> alignments{
       alignment_of(c.inputs[1].raw_data()), alignment_of(c.inputs[0].raw_data()),
       alignment_of(residual != nullptr ? residual : out.raw_data()), alignment_of(out.raw_data())};
-  plan_for(context, s, out.dtype(), alignments)
+  plan_for(context, planned, out.dtype(), alignments)
       ->run(context, c.inputs[0].raw_data(), c.inputs[1].raw_data(), bias, residual,
             out.raw_data());
 }
