@@ -259,7 +259,10 @@ Row measure(const BenchOptions& options, const Workload& workload, const DeviceC
     measured = fit_measured(model, device, nullptr, *dataset, options.epochs, options.warmup_steps);
   } else {
     auto [features, labels] = synthetic_batch(workload, batch, 7);
-    const data::Batch held{features, labels};
+    // On a device the batch stays there, as the peers keep theirs: the step is measured, not a
+    // host-to-device copy of the same batch each step (a data set's batches do travel).
+    const Device home = choice.xla_platform.empty() ? device : Device::cpu();
+    const data::Batch held{features.to(home), labels.to(home)};
     const RepeatedBatchDataset warmup(held, std::max(options.warmup_steps, 1));
     const RepeatedBatchDataset timed(held, options.steps);
     measured = fit_measured(model, device, &warmup, timed, options.windows, options.warmup_steps);
