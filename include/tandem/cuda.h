@@ -40,8 +40,9 @@ void set_tf32_enabled(bool enabled);
 bool tf32_enabled();
 
 // Compiled steps on a GPU recorded as one CUDA graph after their first run and replayed with one
-// launch a step (no per-op host work). Off by default until it has been checked on a GPU
-// (scripts/gpu-check.sh step 3e); the environment variable TANDEM_CUDA_GRAPHS=1 turns it on.
+// launch a step (no per-op host work). On by default (checked and measured on an H200:
+// scripts/gpu-check.sh steps 2, 3e and 4, bench/RESULTS.md); the environment variable
+// TANDEM_CUDA_GRAPHS=0 turns it off, and the compiled step then issues its nodes one by one.
 void set_step_graphs_enabled(bool enabled);
 bool step_graphs_enabled();
 

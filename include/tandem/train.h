@@ -676,9 +676,11 @@ struct CompileOptions {
 // Whether Model::compile compiles the training step when CompileOptions::jit_compile is unset
 // and the step can be compiled, for a model trained on `device`: on the CPU, where compiled
 // steps give the same results, bit for bit, faster (1.24x on the tutorial CNN) and in 0.65x the
-// step memory (README, Compiled steps); elsewhere not yet (on CUDA the graph runs node by node
-// and has not been run on a GPU). Under the default, a step that cannot be traced trains
-// eagerly, said once on the compile log; jit_compile = true makes it an error.
+// step memory (README, Compiled steps), and on CUDA GPUs, where the step is replayed as one CUDA
+// graph (4.0x eager on the tutorial CNN, 1.34x on ResNet-50 in bf16 on an H200, the same
+// accuracy); not on XLA devices, whose strategies compile the step with XLA. Under the default,
+// a step that cannot be traced trains eagerly, said once on the compile log; jit_compile = true
+// makes it an error.
 bool default_jit_compile(const Device& device);
 
 struct FitOptions {

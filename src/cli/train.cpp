@@ -178,9 +178,10 @@ const OptionTable<TrainOptions>& train_options() {
         {"--jit", "on|off",
          "run the training step compiled (traced once, then one planned graph a step) or "
          "eagerly, op by op; the results are the same bit for bit, compiled faster and in 0.65x "
-         "the memory (default: on for the CPU; off on GPUs until it is measured there beyond the "
-         "CNN); with the XLA strategies (xla-cpu, xla-gpu, tpu) the step is compiled by XLA "
-         "unless --jit off, which runs each op on the XLA device alone",
+         "the memory (default: on for the CPU and GPUs, where the compiled step is replayed as "
+         "one CUDA graph; TANDEM_CUDA_GRAPHS=0 runs its nodes one by one); with the XLA "
+         "strategies (xla-cpu, xla-gpu, tpu) the step is compiled by XLA unless --jit off, which "
+         "runs each op on the XLA device alone",
          [](O& options, const std::string& option, const std::string& text) {
            options.jit = one_of({"on", "off"}, "jit")(option, text) == "on";
          }},

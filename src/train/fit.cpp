@@ -303,7 +303,7 @@ void Model::compile(const train::CompileOptions& options) {
 namespace tandem::train {
 
 bool default_jit_compile(const Device& device) {
-  return device.type == DeviceType::cpu;
+  return device.type == DeviceType::cpu || device.type == DeviceType::cuda;
 }
 
 }  // namespace tandem::train

@@ -45,7 +45,7 @@ namespace {
 std::atomic<bool> tf32{true};
 std::atomic<bool> step_graphs{[] {
   const char* value = std::getenv("TANDEM_CUDA_GRAPHS");
-  return value != nullptr && std::string(value) == "1";
+  return value == nullptr || std::string(value) != "0";
 }()};
 
 // Host-to-device copies of at least this size go through the pinned staging buffers; smaller
