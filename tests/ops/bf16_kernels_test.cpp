@@ -2,6 +2,9 @@
 // the bf16 results stay within bf16's precision of the f32 ones for the ops a model is made of.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+
 #include "ops/backend.h"
 #include "ops/gradient_check.h"
 
@@ -49,6 +52,42 @@ TEST(Bf16Kernels, ModelOpsMatchF32WithinBf16Precision) {
   for (std::size_t i = 0; i < reference.size(); ++i) {
     EXPECT_EQ(low[i].dtype(), DType::bf16);
     expect_close(cast(low[i], DType::f32), reference[i], 5e-2, "output " + std::to_string(i));
+  }
+}
+
+// The products across summed lengths at and around the 32-element blocks of AMX's bf16 tiles,
+// with and without a bias and transposes, against f32 on the same bf16 values: on the AMX Xeon
+// of the GPU machine oneDNN 2.6 got every product with K = 64 wrong (bench/RESULTS.md,
+// 2026-12-04 afternoon), and the label says which lengths and layouts fail. The sums stay within
+// f32 accumulation, so the only gap is the bf16 rounding of the result.
+TEST(Bf16Kernels, ProductsMatchF32AcrossSummedLengths) {
+  for (const std::int64_t k : {1, 31, 32, 33, 63, 64, 65, 96, 128, 256, 2048}) {
+    for (const bool transpose_a : {false, true}) {
+      for (const bool transpose_b : {false, true}) {
+        const std::int64_t m = 38;
+        const std::int64_t n = 55;
+        const Tensor a = cast(random_tensor(transpose_a ? Shape{k, m} : Shape{m, k}, -1, 1, 0,
+                                            DType::bf16),
+                              DType::f32);
+        const Tensor b = cast(random_tensor(transpose_b ? Shape{n, k} : Shape{k, n}, -1, 1, 0,
+                                            DType::bf16),
+                              DType::f32);
+        const Tensor bias = cast(random_tensor({n}, -1, 1, 0, DType::bf16), DType::f32);
+        const std::string label = "K " + std::to_string(k) + (transpose_a ? ", a transposed" : "") +
+                                  (transpose_b ? ", b transposed" : "");
+        const Tensor low = matmul(cast(a, DType::bf16), cast(b, DType::bf16),
+                                  cast(bias, DType::bf16), transpose_a, transpose_b);
+        const double scale = std::sqrt(static_cast<double>(k));
+        expect_close(cast(low, DType::f32) / scale,
+                     matmul(a, b, bias, transpose_a, transpose_b) / scale, 1e-2,
+                     label + ", with a bias");
+        expect_close(cast(matmul(cast(a, DType::bf16), cast(b, DType::bf16), transpose_a,
+                                 transpose_b),
+                          DType::f32) /
+                         scale,
+                     matmul(a, b, transpose_a, transpose_b) / scale, 1e-2, label);
+      }
+    }
   }
 }
 
