@@ -2,6 +2,7 @@
 # Builds, on a machine with the CUDA toolkit (no GPU needed), what scripts/gpu-check.sh runs on a
 # GPU machine, and packs it into one xz-compressed tarball under 64 MiB:
 #   bin/   tandem (also the benchmark: tandem bench), tandem_backend_tests (the CUDA parity tests),
+#          tandem_ops_tests (the CPU kernels' tests, for the GPU machine's CPU: AMX there),
 #          stripped; the CUDA runtime is linked in statically
 #   lib/   every shared library they need that is not part of the C runtime (oneDNN, OpenMP,
 #          protobuf, ONNX, OpenMPI's libraries, ...). cuDNN, cuBLASLt and NCCL are not carried:
@@ -44,13 +45,13 @@ echo "$configure_log" | grep "CUDA backend" || true
 echo "$configure_log" | grep -q "CUDA backend: on" ||
   fail "CMake did not enable the CUDA backend (see above); check nvcc and cudnn.h"
 echo "== building"
-cmake --build "$build" -j "$jobs" --target tandem_cli tandem_backend_tests
+cmake --build "$build" -j "$jobs" --target tandem_cli tandem_backend_tests tandem_ops_tests
 
 stage_root=$(mktemp -d)
 trap 'rm -rf "$stage_root"' EXIT
 stage=$stage_root/tandem-gpu
 mkdir -p "$stage/bin" "$stage/lib" "$stage/data"
-binaries=("$build/tandem" "$build/tests/tandem_backend_tests")
+binaries=("$build/tandem" "$build/tests/tandem_backend_tests" "$build/tests/tandem_ops_tests")
 for binary in "${binaries[@]}"; do
   cp "$binary" "$stage/bin/"
   strip --strip-unneeded "$stage/bin/$(basename "$binary")"
