@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <thread>
+
+#include "ops/backend.h"
 #include "tandem/tandem.h"
 
 namespace tandem {
@@ -121,6 +125,28 @@ TEST(GradientTape, OpWithoutGradientRuleFailsClearly) {
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("gelu_backward"), std::string::npos);
   }
+}
+
+// The tape's op observer, installed for good by the first tape, watches this thread's ops only
+// while a tape on this thread records (not under NoGradGuard): a compiled step replays its
+// recorded kernels whenever no observer watches, so an idle recorder must not say it does.
+TEST(GradientTape, ItsObserverWatchesOnlyWhileATapeHereRecords) {
+  const auto watched = [] {
+    const auto observers = current_op_observers();
+    return std::ranges::any_of(
+        *observers, [](const OpObserver* observer) { return observer->watches_this_thread(); });
+  };
+  {
+    const GradientTape tape;
+    EXPECT_TRUE(watched());
+    const NoGradGuard paused;
+    EXPECT_FALSE(watched());
+  }
+  EXPECT_FALSE(watched());
+  const GradientTape tape;
+  bool watched_elsewhere = true;
+  std::thread([&] { watched_elsewhere = watched(); }).join();
+  EXPECT_FALSE(watched_elsewhere);
 }
 
 }  // namespace
