@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "support/errors.h"
+#include "support/thread_count.h"
 #include "tandem/autodiff.h"
 #include "tandem/ops.h"
 
@@ -126,6 +127,29 @@ TEST(QuantizedProducts, ComputeWhatTheSimulationDoes) {
                                               dense.weight_scale, dense.bias);
     EXPECT_EQ(got_dense.shape(), (Shape{5, 3, 12}));
     EXPECT_LE(reduce_max(abs(got_dense - expected_dense)).item(), 1e-4) << is_unsigned;
+  }
+}
+
+// Summed lengths at the edge of oneDNN's 64- and 128-element int8 blocks, on 8 threads whatever
+// the CPU has: its AMX int8 product got K = 125-127 wrong, or ran an illegal instruction, from
+// two threads on; onednn_matmul_extents pads K to a multiple of 64 there (bench/RESULTS.md,
+// 2026-12-04 evening).
+TEST(QuantizedProducts, SummedLengthsAtTheBlockEdgesComputeWhatTheSimulationDoes) {
+  const testing::ScopedThreadCount eight_threads(8);
+  const Tensor input_scale = scalar_f32(1.0f / 50);
+  for (const std::int64_t rows : {38, 150, 259}) {
+    for (const std::int64_t k : {64, 125, 126, 127, 128}) {
+      for (const std::int64_t n : {47, 85, 198}) {
+        const IntegerOperands dense = integer_operands({rows, k}, {k, n}, 0.0);
+        const Tensor expected =
+            matmul(fake_quantize(dense.x, input_scale, scalar_f32(0.0f), 0, 255).y,
+                   dense.simulated_weights, dense.bias);
+        const Tensor got = quantized_matmul(dense.x, {input_scale, true}, dense.weights,
+                                            dense.weight_scale, dense.bias);
+        EXPECT_LE(reduce_max(abs(got - expected)).item(), 1e-3)
+            << "rows " << rows << ", K " << k << ", N " << n;
+      }
+    }
   }
 }
 

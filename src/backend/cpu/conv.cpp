@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/onednn.h"
+#include "backend/cpu/strided_copy.h"
 #include "backend/cpu/window_kernels.h"
 #include "ops/op_attrs.h"
 #include "tandem/runtime.h"
@@ -279,13 +280,16 @@ struct ConvBackwardInput {
 
 // A filter gradient as one matrix product over the whole batch, its windows unrolled into rows:
 // d_filter (KH*KW*C_in, C_out) = patches^T (KH*KW*C_in, N*OH*OW) x dy (N*OH*OW, C_out), whose
-// result is our filter layout as it stands.
+// result is our filter layout as it stands. Where onednn_matmul_extents pads the product (the
+// summed N*OH*OW to padded.k, C_out to padded.n), the patches and dy get zero rows and columns and
+// d_filter is copied out of a padded buffer.
 struct FilterGradientProduct {
   dnnl::matmul primitive;
-  memory::desc patches;             // (N*OH*OW, KH*KW*C_in), row-major
-  memory::desc patches_transposed;  // the same buffer read as (KH*KW*C_in, N*OH*OW)
-  memory::desc dy;                  // (N*OH*OW, C_out)
-  memory::desc d_filter;            // (KH*KW*C_in, C_out)
+  memory::desc patches;             // (padded.k, KH*KW*C_in), row-major
+  memory::desc patches_transposed;  // the same buffer read as (KH*KW*C_in, padded.k)
+  memory::desc dy;                  // (padded.k, padded.n)
+  memory::desc d_filter;            // (KH*KW*C_in, padded.n)
+  MatmulExtents padded;
 };
 
 struct ConvBackwardFilter {
@@ -403,14 +407,15 @@ std::optional<FilterGradientProduct> filter_gradient_product(const Window2D& g, 
   const memory::data_type type = *onednn_data_type(dtype);
   const std::int64_t rows = patch_rows(g);
   const std::int64_t columns = patch_columns(g);
-  const memory::desc patches({rows, columns}, type, memory::dims{columns, 1});
-  const memory::desc patches_transposed({columns, rows}, type, memory::dims{1, columns});
-  const memory::desc dy({rows, g.out_c}, type, memory::dims{g.out_c, 1});
-  const memory::desc d_filter({columns, g.out_c}, type, memory::dims{g.out_c, 1});
+  const MatmulExtents padded = onednn_matmul_extents(rows, g.out_c, dtype);
+  const memory::desc patches({padded.k, columns}, type, memory::dims{columns, 1});
+  const memory::desc patches_transposed({columns, padded.k}, type, memory::dims{1, columns});
+  const memory::desc dy({padded.k, padded.n}, type, memory::dims{padded.n, 1});
+  const memory::desc d_filter({columns, padded.n}, type, memory::dims{padded.n, 1});
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(patches_transposed, dy, d_filter),
                                         onednn_engine());
   if (is_reference_implementation(pd.impl_info_str())) return std::nullopt;
-  return FilterGradientProduct{dnnl::matmul(pd), patches, patches_transposed, dy, d_filter};
+  return FilterGradientProduct{dnnl::matmul(pd), patches, patches_transposed, dy, d_filter, padded};
 }
 
 // The size of the unrolled windows above which a gradient stays on oneDNN's kernel, whatever it
@@ -570,11 +575,25 @@ void conv_backward_filter_product(const KernelContext& c, const Window2D& g,
                                   const FilterGradientProduct& product) {
   const memory patches(product.patches, onednn_engine());
   unroll_windows(g, c.inputs[0], patches);
-  const memory dy = wrap(product.dy, c.inputs[1]);
+  const MatmulExtents& padded = product.padded;
+  const std::int64_t rows = patch_rows(g);
+  const std::int64_t columns = patch_columns(g);
+  const DType dtype = c.inputs[1].dtype();
+  // Summed rows past N*OH*OW (a padded product's) are zeros.
+  std::memset(static_cast<std::byte*>(patches.get_data_handle()) +
+                  static_cast<std::size_t>(rows * columns) * dtype_size(dtype),
+              0, static_cast<std::size_t>((padded.k - rows) * columns) * dtype_size(dtype));
+  const bool dy_padded = padded.k != rows || padded.n != g.out_c;
+  const Tensor dy =
+      dy_padded ? zero_padded(c.inputs[1], {rows, g.out_c}, {g.out_c, 1}, {padded.k, padded.n})
+                : c.inputs[1];  // (padded.k, padded.n)
+  const Tensor d_filter = padded.n != g.out_c ? Tensor::empty({columns, padded.n}, dtype)
+                                              : c.outputs[0];  // (KH*KW*C_in, padded.n)
   execute(product.primitive, {{DNNL_ARG_SRC, memory(product.patches_transposed, onednn_engine(),
                                                     patches.get_data_handle())},
-                              {DNNL_ARG_WEIGHTS, dy},
-                              {DNNL_ARG_DST, wrap(product.d_filter, c.outputs[0])}});
+                              {DNNL_ARG_WEIGHTS, wrap(product.dy, dy)},
+                              {DNNL_ARG_DST, wrap(product.d_filter, d_filter)}});
+  if (padded.n != g.out_c) copy_leading_columns(d_filter, c.outputs[0]);
   if (c.outputs.size() < 2) return;
   // The bias gradient, dy summed over its rows: oneDNN 2.6 has only its reference reduction.
   visit_dtype(c.inputs[1].dtype(), [&](auto tag) {

@@ -154,6 +154,17 @@ const OnednnIsa& onednn_isa() {
   return isa;
 }
 
+MatmulExtents onednn_matmul_extents(std::int64_t k, std::int64_t n, DType dtype) {
+  constexpr std::int64_t kBlock = 64;
+  const auto whole_blocks = [](std::int64_t extent) {
+    return (extent + kBlock - 1) / kBlock * kBlock;
+  };
+  if (!onednn_isa().amx) return {k, n};
+  if (dtype == DType::bf16) return {whole_blocks(k), whole_blocks(n)};
+  if (dtype == DType::u8 || dtype == DType::i8) return {whole_blocks(k), n};
+  return {k, n};
+}
+
 bool onednn_float_kernels(DType dtype) {
   return dtype == DType::f32 || (dtype == DType::bf16 && onednn_isa().bf16);
 }

@@ -1,5 +1,6 @@
 // CPU matmul: oneDNN's matmul primitive for f32/bf16 (bias fused, transposes expressed through
-// the strides of the memory descriptors, so nothing is copied), templated loops for the other
+// the strides of the memory descriptors, so nothing is copied, except where AMX bf16 products
+// get zero-padded copies: onednn_matmul_extents), templated loops for the other
 // dtypes, which are also the reference the oneDNN path is tested against.
 #include <optional>
 #include <type_traits>
@@ -8,6 +9,7 @@
 #include "backend/cpu/loops.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/primitive_cache.h"
+#include "backend/cpu/strided_copy.h"
 #include "ops/kernel_geometry.h"
 #include "tandem/runtime.h"
 
@@ -90,27 +92,35 @@ struct OneDnnMatmul {
   dnnl::memory::desc out_desc;
   // A fused residual oneDNN could not take as a post-op (as ConvForward::residual_after).
   bool residual_after = false;
-  // A transposed B given to oneDNN in (K, N) rows (OnednnIsa::amx), copied at each run.
-  bool b_as_rows = false;
+  // K and N as oneDNN computes them (onednn_matmul_extents): where larger, A, B and the bias are
+  // given padded with zeros and the result is copied out of a padded buffer.
+  MatmulExtents extents{};
 };
 
-// A (batch, rows, cols) view of a stored operand; `transposed` reads the stored
+// The strides of a (batch, rows, cols) view of a stored operand; `transposed` reads the stored
 // (batch, cols, rows) matrix through swapped strides.
+dnnl::memory::dims matrix_strides(std::int64_t rows, std::int64_t cols, bool transposed) {
+  return transposed ? dnnl::memory::dims{rows * cols, 1, rows}
+                    : dnnl::memory::dims{rows * cols, cols, 1};
+}
+
 dnnl::memory::desc matrix_desc(std::int64_t batch, std::int64_t rows, std::int64_t cols,
                                bool transposed, dnnl::memory::data_type type) {
-  const dnnl::memory::dims strides = transposed ? dnnl::memory::dims{rows * cols, 1, rows}
-                                                : dnnl::memory::dims{rows * cols, cols, 1};
-  return dnnl::memory::desc({batch, rows, cols}, type, strides);
+  return dnnl::memory::desc({batch, rows, cols}, type, matrix_strides(rows, cols, transposed));
 }
 
 OneDnnMatmul build_matmul(const MatmulShape& s, DType dtype) {
   const dnnl::memory::data_type type = *onednn_data_type(dtype);
   OneDnnMatmul result;
-  result.a_desc = matrix_desc(s.batch, s.m, s.k, s.transpose_a, type);
-  result.b_as_rows = s.transpose_b && dtype == DType::bf16 && onednn_isa().amx;
-  result.b_desc = matrix_desc(b_entries(s), s.k, s.n, s.transpose_b && !result.b_as_rows, type);
-  result.out_desc = matrix_desc(s.batch, s.m, s.n, false, type);
-  if (s.has_bias) result.bias_desc = matrix_desc(1, 1, s.n, false, type);
+  result.extents = onednn_matmul_extents(s.k, s.n, dtype);
+  const MatmulExtents& padded = result.extents;
+  // A padded operand is a copy in plain rows.
+  const bool a_copied = padded.k != s.k;
+  const bool b_copied = padded.k != s.k || padded.n != s.n;
+  result.a_desc = matrix_desc(s.batch, s.m, padded.k, s.transpose_a && !a_copied, type);
+  result.b_desc = matrix_desc(b_entries(s), padded.k, padded.n, s.transpose_b && !b_copied, type);
+  result.out_desc = matrix_desc(s.batch, s.m, padded.n, false, type);
+  if (s.has_bias) result.bias_desc = matrix_desc(1, 1, padded.n, false, type);
   const dnnl::matmul::desc desc =
       s.has_bias
           ? dnnl::matmul::desc(result.a_desc, result.b_desc, result.bias_desc, result.out_desc)
@@ -121,6 +131,7 @@ OneDnnMatmul build_matmul(const MatmulShape& s, DType dtype) {
         desc, fused_post_ops(add ? Residual::operand : Residual::none, result.out_desc, relu),
         onednn_engine(), /*allow_empty=*/true);
   };
+  // Every 16-bit product, the padded ones among them, adds its residual after the copy out.
   result.residual_after = s.fused_add && dtype != DType::f32;
   auto pd = build(s.fused_add && !result.residual_after, s.fused_relu && !result.residual_after);
   if (s.fused_add && !result.residual_after &&
@@ -141,19 +152,32 @@ bool matmul_onednn(const KernelContext& c, const MatmulShape& s) {
   const PrimitiveKey key{static_cast<std::int64_t>(dtype), s.batch, s.m, s.k, s.n, flags};
   const auto entry = cache.get(key, [&] { return build_matmul(s, dtype); });
   if (!entry->primitive) return false;
+  const MatmulExtents& padded = entry->extents;
+  Tensor a = c.inputs[0];
   Tensor b = c.inputs[1];
-  if (entry->b_as_rows) {
-    b = Tensor::empty({b_entries(s), s.k, s.n}, dtype, Device::cpu());
-    transposed_b_rows(s, static_cast<const bfloat16*>(c.inputs[1].raw_data()),
-                      static_cast<bfloat16*>(b.raw_data()));
+  Tensor bias = s.has_bias ? c.inputs[2] : Tensor();
+  Tensor out = c.outputs[0];
+  if (padded.k != s.k) {
+    a = zero_padded(a, {s.batch, s.m, s.k}, matrix_strides(s.m, s.k, s.transpose_a),
+                    {s.batch, s.m, padded.k});
   }
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(entry->a_desc, c.inputs[0])},
+  if (padded.k != s.k || padded.n != s.n) {
+    const std::int64_t entries = b_entries(s);
+    b = zero_padded(b, {entries, s.k, s.n}, matrix_strides(s.k, s.n, s.transpose_b),
+                    {entries, padded.k, padded.n});
+  }
+  if (padded.n != s.n) {
+    if (s.has_bias) bias = zero_padded(bias, {s.n}, {1}, {padded.n});
+    out = Tensor::empty({s.batch, s.m, padded.n}, dtype, Device::cpu());
+  }
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(entry->a_desc, a)},
                                              {DNNL_ARG_WEIGHTS, wrap(entry->b_desc, b)},
-                                             {DNNL_ARG_DST, wrap(entry->out_desc, c.outputs[0])}};
-  if (s.has_bias) args.emplace(DNNL_ARG_BIAS, wrap(entry->bias_desc, c.inputs[2]));
+                                             {DNNL_ARG_DST, wrap(entry->out_desc, out)}};
+  if (s.has_bias) args.emplace(DNNL_ARG_BIAS, wrap(entry->bias_desc, bias));
   if (s.fused_add && !entry->residual_after)
     args.emplace(kResidualArg, wrap(entry->out_desc, c.inputs.back()));
   execute(*entry->primitive, args);
+  if (padded.n != s.n) copy_leading_columns(out, c.outputs[0]);
   if (entry->residual_after) add_residual(c.inputs.back(), c.outputs[0], s.fused_relu);
   return true;
 }

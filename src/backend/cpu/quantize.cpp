@@ -21,6 +21,7 @@
 #include "backend/cpu/loops.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/primitive_cache.h"
+#include "backend/cpu/strided_copy.h"
 #include "backend/cpu/window_kernels.h"
 #include "ops/op_attrs.h"
 #include "tandem/runtime.h"
@@ -224,7 +225,18 @@ struct QuantizedPrimitive {
   memory::desc weights_chosen;
   std::optional<memory> constant_weights;  // reordered once, for constant weights
   bool reference = false;  // oneDNN has no int8 kernel but its reference one: the loops run
+  // A product's summed length as oneDNN's is built with (onednn_matmul_extents), where longer
+  // than the op's: the quantised input gets zero columns and the weights zero rows up to it.
+  std::optional<MatmulExtents> padded;
 };
+
+// The weights (K, N) as `layer` reads them: with zero rows up to its padded summed length.
+Tensor padded_weights(const QuantizedPrimitive& layer, const Tensor& weights) {
+  if (!layer.padded) return weights;
+  const std::int64_t k = weights.dim(0);
+  const std::int64_t n = weights.dim(1);
+  return zero_padded(weights, {k, n}, {n, 1}, {layer.padded->k, n});
+}
 
 // The output scales, the bias as a binary add, a residual as a sum, then relu: applied in that
 // order to each result before it is stored.
@@ -263,7 +275,8 @@ PrimitiveKey layer_key(PrimitiveKey key, const QuantizedProduct& p, const Tensor
 // The entry for `weights`, with them reordered if they are constant.
 QuantizedPrimitive with_weights(QuantizedPrimitive layer, const Tensor& weights) {
   if (weights.is_constant() && !layer.reference) {
-    layer.constant_weights = reordered_weights(layer.weights_ours, layer.weights_chosen, weights);
+    layer.constant_weights =
+        reordered_weights(layer.weights_ours, layer.weights_chosen, padded_weights(layer, weights));
   }
   return layer;
 }
@@ -293,20 +306,29 @@ QuantizedPrimitive build_quantized_conv(const Window2D& g, const QuantizedProduc
 
 QuantizedPrimitive build_quantized_matmul(std::int64_t rows, std::int64_t k, std::int64_t columns,
                                           const QuantizedProduct& p, const Tensor& weights) {
-  const memory::desc x({rows, k}, p.input_unsigned ? memory::data_type::u8 : memory::data_type::s8,
+  const std::int64_t summed =
+      onednn_matmul_extents(k, columns, p.input_unsigned ? DType::u8 : DType::i8).k;
+  const memory::desc x({rows, summed},
+                       p.input_unsigned ? memory::data_type::u8 : memory::data_type::s8,
                        memory::format_tag::ab);
   const memory::desc y({rows, columns}, memory::data_type::f32, memory::format_tag::ab);
   const memory::desc bias({1, columns}, memory::data_type::f32, memory::format_tag::ab);
   const dnnl::matmul::primitive_desc pd(
-      dnnl::matmul::desc(x,
-                         memory::desc({k, columns}, memory::data_type::s8, memory::format_tag::any),
-                         memory::desc(), y),
+      dnnl::matmul::desc(
+          x, memory::desc({summed, columns}, memory::data_type::s8, memory::format_tag::any),
+          memory::desc(), y),
       quantized_attr(p, bias), onednn_engine());
-  return with_weights(
-      {dnnl::matmul(pd), x, y, bias,
-       memory::desc({k, columns}, memory::data_type::s8, memory::format_tag::ab), pd.weights_desc(),
-       std::nullopt, is_reference_implementation(pd.impl_info_str())},
-      weights);
+  QuantizedPrimitive layer{
+      dnnl::matmul(pd),
+      x,
+      y,
+      bias,
+      memory::desc({summed, columns}, memory::data_type::s8, memory::format_tag::ab),
+      pd.weights_desc(),
+      std::nullopt,
+      is_reference_implementation(pd.impl_info_str())};
+  if (summed != k) layer.padded = MatmulExtents{summed, columns};
+  return with_weights(std::move(layer), weights);
 }
 
 // build(), or an entry that sends the op to the loops where oneDNN has no int8 primitive for it.
@@ -333,10 +355,10 @@ void run_quantized(const KernelContext& c, const QuantizedPrimitive& layer,
   }
   execute(layer.primitive,
           {{DNNL_ARG_SRC, memory(layer.x, onednn_engine(), q)},
-           {DNNL_ARG_WEIGHTS,
-            layer.constant_weights
-                ? *layer.constant_weights
-                : reordered_weights(layer.weights_ours, layer.weights_chosen, c.inputs[2])},
+           {DNNL_ARG_WEIGHTS, layer.constant_weights
+                                  ? *layer.constant_weights
+                                  : reordered_weights(layer.weights_ours, layer.weights_chosen,
+                                                      padded_weights(layer, c.inputs[2]))},
            {DNNL_ARG_DST, wrap(layer.y, y)},
            {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, wrap(layer.bias, c.inputs[4])}});
 }
@@ -432,7 +454,13 @@ void quantized_matmul_kernel(const KernelContext& c) {
           return or_loops([&] { return build_quantized_matmul(rows, k, columns, p, c.inputs[2]); });
         });
   }
-  if (layer && !layer->reference) return run_quantized(c, *layer, p, q);
+  if (layer && !layer->reference) {
+    if (!layer->padded) return run_quantized(c, *layer, p, q);
+    const Tensor padded_input =
+        Tensor::zeros({rows, layer->padded->k}, DType::u8, Device::cpu());  // (rows, padded K)
+    strided_copy(padded_input.raw_data(), {layer->padded->k, 1}, q, {k, 1}, {rows, k}, 1);
+    return run_quantized(c, *layer, p, padded_input.raw_data());
+  }
   if (p.input_unsigned) return quantized_matmul_loops(c, p, static_cast<std::uint8_t*>(q));
   quantized_matmul_loops(c, p, static_cast<std::int8_t*>(q));
 }

@@ -94,4 +94,19 @@ void strided_copy(void* dst, const std::vector<std::int64_t>& dst_strides, const
   }
 }
 
+Tensor zero_padded(const Tensor& source, const Shape& shape,
+                   const std::vector<std::int64_t>& source_strides, const Shape& padded_shape) {
+  Tensor padded = Tensor::zeros(padded_shape, source.dtype(), Device::cpu());
+  strided_copy(padded.raw_data(), dense_strides(padded_shape), source.raw_data(), source_strides,
+               shape, dtype_size(source.dtype()));
+  return padded;
+}
+
+void copy_leading_columns(const Tensor& padded, const Tensor& out) {
+  const std::int64_t n = out.shape().back();
+  const std::int64_t columns = padded.shape().back();
+  strided_copy(out.raw_data(), {n, 1}, padded.raw_data(), {columns, 1}, {out.numel() / n, n},
+               dtype_size(out.dtype()));
+}
+
 }  // namespace tandem::cpu
