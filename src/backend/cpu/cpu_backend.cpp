@@ -160,7 +160,8 @@ MatmulExtents onednn_matmul_extents(std::int64_t k, std::int64_t n, DType dtype)
     return (extent + kBlock - 1) / kBlock * kBlock;
   };
   if (!onednn_isa().amx) return {k, n};
-  if (dtype == DType::bf16) return {whole_blocks(k), whole_blocks(n)};
+  // bf16: with N in whole blocks, only summed lengths ending 31 into a 32-element tile failed.
+  if (dtype == DType::bf16) return {k % 32 == 31 ? whole_blocks(k) : k, whole_blocks(n)};
   if (dtype == DType::u8 || dtype == DType::i8) return {whole_blocks(k), n};
   return {k, n};
 }

@@ -29,19 +29,19 @@ struct OnednnIsa {
 };
 const OnednnIsa& onednn_isa();
 // The extents a oneDNN matmul of (M, K) by (K, N) with `dtype` inputs is built with: K and N,
-// except on AMX CPUs, where in bf16 both are rounded up to multiples of 64 and in int8 (u8 or i8
-// inputs) K is. oneDNN 2.6's AMX bf16 product
+// except on AMX CPUs, where they are rounded up to multiples of 64: in bf16 N always and K where
+// K mod 32 = 31, in int8 (u8 or i8 inputs) K. oneDNN 2.6's AMX bf16 product
 // (brg:avx512_core_amx_bf16) runs some shapes with a partial 64-element block on tiles configured
 // for another of its kernels: wrong results (48 < N < 64 with more than two threads; K = 63 or
 // 1055 with some M on 8 or more) or an illegal instruction (K = 63 with N = 80 from two threads
 // on). In a standalone oneDNN program on an AMX Xeon, 63 of 4,500 random bf16 products (M up to
 // 300 or 600, K and N up to 300, 2-16 threads, transposes, bias) failed; 1 of 4,000 with N alone
-// rounded up (K = 63); none of 4,000 with K and N rounded up (bench/RESULTS.md, 2026-12-04
-// evening). Its AMX int8 product (u8 by s8, weights in its blocked layout, f32 result) failed the
-// same ways for K = 125-127: 14 of 6,300 random products as given, none of 8,000 with K rounded
-// up to a multiple of 64. The caller gives it A and B padded with zeros
-// (zero_padded: zero rows and columns add nothing to the sums) and copies the first N columns of
-// the result out (copy_leading_columns).
+// rounded up (K = 63); none of 4,000 with K and N rounded up, nor of 5,000 with N rounded up and
+// K where K mod 32 = 31 (bench/RESULTS.md, 2026-12-04 evening). Its AMX int8 product (u8 by s8,
+// weights in its blocked layout, f32 result) failed the same ways for K = 125-127: 14 of 6,300
+// random products as given, none of 8,000 with K rounded up to a multiple of 64. The caller gives
+// it A and B padded with zeros (zero_padded: zero rows and columns add nothing to the sums) and
+// copies the first N columns of the result out (copy_leading_columns).
 struct MatmulExtents {
   std::int64_t k;
   std::int64_t n;
