@@ -24,7 +24,7 @@ struct OnednnIsa {
   // Without it they pair products with vpmaddubsw, which saturates at 16 bits: two 255 x 127
   // products already overflow, so results on an AVX2 or plain AVX-512 CPU can be far off.
   bool exact_int8;
-  // Sapphire Rapids and later (AMX tiles): see onednn_matmul_columns.
+  // Sapphire Rapids and later (AMX tiles): see onednn_matmul_extents.
   bool amx;
 };
 const OnednnIsa& onednn_isa();
