@@ -62,58 +62,71 @@ TEST(Bf16Kernels, ModelOpsMatchF32WithinBf16Precision) {
 // the CPU has: oneDNN 2.6's AMX kernel got products with 48 < N < 64 wrong with more than two
 // threads (on the GPU machine's 16 cores, every K = 64 product of an earlier form of this test,
 // with N = 55) and ran an illegal instruction for K = 63 with N = 80 from two threads on, so
-// onednn_matmul_columns gives it whole 64-column blocks (bench/RESULTS.md, 2026-12-04 evening).
+// onednn_matmul_extents gives it whole 64-element blocks (bench/RESULTS.md, 2026-12-04 evening).
 // The label says which shape and layout fail. The sums stay within f32 accumulation, so the only
 // gap is the bf16 rounding of the result.
 TEST(Bf16Kernels, ProductsMatchF32AcrossColumnsAndSummedLengths) {
   const testing::ScopedThreadCount eight_threads(8);
-  const std::int64_t m = 38;
-  for (const std::int64_t n : {16, 48, 49, 55, 63, 64, 65, 80, 130}) {
-    for (const std::int64_t k : {1, 31, 32, 33, 63, 64, 65, 256, 2048}) {
-      for (const bool transpose_a : {false, true}) {
-        for (const bool transpose_b : {false, true}) {
-          const Tensor a16 =
-              random_tensor(transpose_a ? Shape{k, m} : Shape{m, k}, -1, 1, 0, DType::bf16);
-          const Tensor b16 =
-              random_tensor(transpose_b ? Shape{n, k} : Shape{k, n}, -1, 1, 0, DType::bf16);
-          const Tensor bias16 = random_tensor({n}, -1, 1, 0, DType::bf16);
-          const Tensor a = cast(a16, DType::f32);
-          const Tensor b = cast(b16, DType::f32);
-          const std::string label = "N " + std::to_string(n) + ", K " + std::to_string(k) +
-                                    (transpose_a ? ", a transposed" : "") +
-                                    (transpose_b ? ", b transposed" : "");
-          // Both sides divided by sqrt(K), the sums' growth, so one tolerance serves every K.
-          const auto scaled = [&](const Tensor& product) {
-            return cast(product, DType::f32) / std::sqrt(static_cast<double>(k));
-          };
-          expect_close(scaled(matmul(a16, b16, bias16, transpose_a, transpose_b)),
-                       scaled(matmul(a, b, cast(bias16, DType::f32), transpose_a, transpose_b)),
-                       1e-2, label + ", with a bias");
-          expect_close(scaled(matmul(a16, b16, transpose_a, transpose_b)),
-                       scaled(matmul(a, b, transpose_a, transpose_b)), 1e-2, label);
+  // 35 rows: with N in whole blocks, the M at which K = 63 failed on 8 threads.
+  for (const std::int64_t m : {35, 38}) {
+    for (const std::int64_t n : {16, 48, 49, 55, 63, 64, 65, 80, 130}) {
+      for (const std::int64_t k : {1, 31, 32, 33, 63, 64, 65, 256, 2048}) {
+        for (const bool transpose_a : {false, true}) {
+          for (const bool transpose_b : {false, true}) {
+            const Tensor a16 =
+                random_tensor(transpose_a ? Shape{k, m} : Shape{m, k}, -1, 1, 0, DType::bf16);
+            const Tensor b16 =
+                random_tensor(transpose_b ? Shape{n, k} : Shape{k, n}, -1, 1, 0, DType::bf16);
+            const Tensor bias16 = random_tensor({n}, -1, 1, 0, DType::bf16);
+            const Tensor a = cast(a16, DType::f32);
+            const Tensor b = cast(b16, DType::f32);
+            const std::string label =
+                "M " + std::to_string(m) + ", N " + std::to_string(n) + ", K " + std::to_string(k) +
+                (transpose_a ? ", a transposed" : "") + (transpose_b ? ", b transposed" : "");
+            // Both sides divided by sqrt(K), the sums' growth, so one tolerance serves every K.
+            const auto scaled = [&](const Tensor& product) {
+              return cast(product, DType::f32) / std::sqrt(static_cast<double>(k));
+            };
+            expect_close(scaled(matmul(a16, b16, bias16, transpose_a, transpose_b)),
+                         scaled(matmul(a, b, cast(bias16, DType::f32), transpose_a, transpose_b)),
+                         1e-2, label + ", with a bias");
+            expect_close(scaled(matmul(a16, b16, transpose_a, transpose_b)),
+                         scaled(matmul(a, b, transpose_a, transpose_b)), 1e-2, label);
+          }
         }
       }
     }
   }
 }
 
-// A strided 1x1 convolution's filter gradient is such a product (dy's C_out columns; conv.cpp's
-// FilterGradientProduct): C_out = 55 on 8 threads against f32 on the same values.
+// A strided 1x1 convolution's filter gradient is such a product (conv.cpp's
+// FilterGradientProduct: summed over N * OH * OW rows, dy's C_out columns), on 8 threads against
+// f32 on the same values: C_out at and inside the padded block, 100 and 63 summed rows.
 TEST(Bf16Kernels, StridedPointwiseFilterGradientsMatchF32WithinThePaddedColumns) {
   const testing::ScopedThreadCount eight_threads(8);
   Conv2DOptions strided;
   strided.strides = {2, 2};
-  for (const std::int64_t out_c : {48, 55, 64}) {
-    const Tensor x16 = random_tensor({4, 9, 9, 24}, -1, 1, 0, DType::bf16);  // (N, H, W, C_in)
-    const Tensor dy16 =
-        random_tensor({4, 5, 5, out_c}, -1, 1, 0, DType::bf16);  // (N, OH, OW, C_out)
-    const Shape filter_shape{1, 1, 24, out_c};
-    const Tensor low = conv2d_backward_filter(x16, dy16, filter_shape, false, strided)[0];
-    const Tensor reference = conv2d_backward_filter(cast(x16, DType::f32), cast(dy16, DType::f32),
-                                                    filter_shape, false, strided)[0];
-    // Each element sums N * OH * OW = 100 products: both sides divided by its square root.
-    expect_close(cast(low, DType::f32) / 10.0, reference / 10.0, 1e-2,
-                 "C_out " + std::to_string(out_c));
+  struct Input {
+    std::int64_t batch, side;
+  };
+  for (const Input input : {Input{4, 9}, Input{7, 5}}) {
+    for (const std::int64_t out_c : {48, 55, 64}) {
+      const std::int64_t out_side = (input.side + 1) / 2;
+      const Tensor x16 = random_tensor({input.batch, input.side, input.side, 24}, -1, 1, 0,
+                                       DType::bf16);  // (N, H, W, C_in)
+      const Tensor dy16 = random_tensor({input.batch, out_side, out_side, out_c}, -1, 1, 0,
+                                        DType::bf16);  // (N, OH, OW, C_out)
+      const Shape filter_shape{1, 1, 24, out_c};
+      const Tensor low = conv2d_backward_filter(x16, dy16, filter_shape, false, strided)[0];
+      const Tensor reference = conv2d_backward_filter(cast(x16, DType::f32), cast(dy16, DType::f32),
+                                                      filter_shape, false, strided)[0];
+      // Both sides divided by the square root of the summed rows.
+      const double rows = static_cast<double>(input.batch * out_side * out_side);
+      expect_close(cast(low, DType::f32) / std::sqrt(rows), reference / std::sqrt(rows), 1e-2,
+                   "C_out " + std::to_string(out_c) + ", " + std::to_string(input.batch) +
+                       " images of " + std::to_string(input.side) + "x" +
+                       std::to_string(input.side));
+    }
   }
 }
 
