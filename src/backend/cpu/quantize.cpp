@@ -226,16 +226,17 @@ struct QuantizedPrimitive {
   std::optional<memory> constant_weights;  // reordered once, for constant weights
   bool reference = false;  // oneDNN has no int8 kernel but its reference one: the loops run
   // A product's summed length as oneDNN's is built with (onednn_matmul_extents), where longer
-  // than the op's: the quantised input gets zero columns and the weights zero rows up to it.
-  std::optional<MatmulExtents> padded;
+  // than the op's (0 elsewhere): the quantised input gets zero columns and the weights zero rows
+  // up to it.
+  std::int64_t padded_k = 0;
 };
 
 // The weights (K, N) as `layer` reads them: with zero rows up to its padded summed length.
 Tensor padded_weights(const QuantizedPrimitive& layer, const Tensor& weights) {
-  if (!layer.padded) return weights;
+  if (layer.padded_k == 0) return weights;
   const std::int64_t k = weights.dim(0);
   const std::int64_t n = weights.dim(1);
-  return zero_padded(weights, {k, n}, {n, 1}, {layer.padded->k, n});
+  return zero_padded(weights, {k, n}, {n, 1}, {layer.padded_k, n});
 }
 
 // The output scales, the bias as a binary add, a residual as a sum, then relu: applied in that
@@ -327,7 +328,7 @@ QuantizedPrimitive build_quantized_matmul(std::int64_t rows, std::int64_t k, std
       pd.weights_desc(),
       std::nullopt,
       is_reference_implementation(pd.impl_info_str())};
-  if (summed != k) layer.padded = MatmulExtents{summed, columns};
+  if (summed != k) layer.padded_k = summed;
   return with_weights(std::move(layer), weights);
 }
 
@@ -455,10 +456,10 @@ void quantized_matmul_kernel(const KernelContext& c) {
         });
   }
   if (layer && !layer->reference) {
-    if (!layer->padded) return run_quantized(c, *layer, p, q);
+    if (layer->padded_k == 0) return run_quantized(c, *layer, p, q);
     const Tensor padded_input =
-        Tensor::zeros({rows, layer->padded->k}, DType::u8, Device::cpu());  // (rows, padded K)
-    strided_copy(padded_input.raw_data(), {layer->padded->k, 1}, q, {k, 1}, {rows, k}, 1);
+        Tensor::zeros({rows, layer->padded_k}, DType::u8, Device::cpu());  // (rows, padded K)
+    strided_copy(padded_input.raw_data(), {layer->padded_k, 1}, q, {k, 1}, {rows, k}, 1);
     return run_quantized(c, *layer, p, padded_input.raw_data());
   }
   if (p.input_unsigned) return quantized_matmul_loops(c, p, static_cast<std::uint8_t*>(q));
