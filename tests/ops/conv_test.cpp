@@ -142,6 +142,12 @@ std::vector<ConvCase> conv_cases() {
       {{2, 7, 7, 1024}, {1, 1, 1024, 2048}, options({2, 2}, Padding::same)},
       {{2, 14, 14, 64}, {1, 1, 64, 128}, options({2, 2}, Padding::same)},
       {{1, 9, 8, 16}, {1, 1, 16, 32}, options({2, 3}, Padding::valid)},
+      // few input channels, whose f32 filter gradient runs on conv_few_channels.cpp's loops on
+      // AVX-512 CPUs: over several passes of nine window entries and a channel block and a
+      // part (40), a partial second half of a block (20), three blocks (70)
+      {{2, 12, 11, 3}, {3, 3, 3, 40}, options({1, 2}, Padding::same)},
+      {{3, 10, 9, 1}, {5, 5, 1, 20}, options({1, 1}, Padding::same, {1, 2})},
+      {{2, 9, 9, 2}, {2, 2, 2, 70}, options({2, 1}, Padding::valid)},
       // 3x3 filters on 2x2 images (ResNet-50's last stage from 64x64 inputs), whose filter
       // gradient runs as one product over the batch where oneDNN picks its GEMM kernel
       {{3, 2, 2, 64}, {3, 3, 64, 48}, options({1, 1}, Padding::same)},

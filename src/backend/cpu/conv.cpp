@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/cpu/conv_few_channels.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/strided_copy.h"
@@ -638,6 +639,16 @@ void conv_kernel(const KernelContext& c) {
   // depends on the thread count; deterministic mode sums in the loops' fixed order instead.
   const bool thread_dependent = c.kind == OpKind::conv2d_backward_filter && deterministic();
   if (onednn_float_kernels(dtype) && !empty && !thread_dependent) {
+#if defined(__x86_64__)
+    if (c.kind == OpKind::conv2d_backward_filter && dtype == DType::f32 &&
+        few_channel_filter_gradient_fits(g)) {
+      return few_channel_conv_backward_filter(
+          g, static_cast<const float*>(c.inputs[0].raw_data()),
+          static_cast<const float*>(c.inputs[1].raw_data()),
+          static_cast<float*>(c.outputs[0].raw_data()),
+          c.outputs.size() == 2 ? static_cast<float*>(c.outputs[1].raw_data()) : nullptr);
+    }
+#endif
     switch (c.kind) {
       case OpKind::conv2d:
         return conv_forward_onednn(c, g);

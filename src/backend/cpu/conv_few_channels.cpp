@@ -1,0 +1,234 @@
+// The f32 filter gradient of convolutions with small windows over few input channels, on
+// AVX-512. oneDNN 2.6 computes the main job's first layer's (x (32, 28, 28, 1), a 3x3 filter to
+// 32 channels) at 80 GFLOP/s on a 2-core AVX-512 Xeon, a fifth of the machine's FMA peak: the
+// sum runs over the 21,632 output positions, and its kernels block it for many input channels.
+// These loops keep the gradient's 32 output channels of nine window entries in 18 vector
+// registers while they stream over the positions of an output row: dy's two vectors are loaded
+// once a position for the nine entries, and each window value is broadcast from a copy of the
+// input rows the output row reads, padded with zeros, so no loop tests for padding.
+// Multiplies and adds are fused (FMA), as oneDNN's are.
+#include "backend/cpu/conv_few_channels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/loops.h"
+
+namespace tandem::cpu {
+namespace {
+
+// Windows up to which these loops run: a 3x3 window of up to three channels (RGB), a 5x5 one of
+// one. Measured against oneDNN on a 2-core AVX-512 Xeon (bench/RESULTS.md, 2026-12-05): 1.3-2.4x
+// faster on such windows, except for 16 output channels over more than one pass of kEntryTile
+// entries (3x3 RGB: 0.83x), where a pass has one dy vector to load for each nine broadcasts; and
+// slower (0.78x at 64x64) on ResNet-50's 7x7 RGB stem.
+constexpr std::int64_t kMaxWindowEntries = 27;
+constexpr std::int64_t kLanes = 16;                 // floats in an AVX-512 vector
+constexpr std::int64_t kChannelBlock = 2 * kLanes;  // output channels a pass keeps in registers
+constexpr int kEntryTile = 9;                       // window entries per filter-gradient pass
+
+// The input rows that one output row (n, oh) reads, padded with zeros: row kh holds input row
+// oh * stride - pad_top + kh * dilation, from input column -pad_left on, C_in values a column,
+// and zeros where that row or column lies outside the input. Entry p = (kh, kw, ci) of the
+// window at output column ow (the filter's layout (KH, KW, C_in) flattened) is
+// data()[offsets()[p] + ow * column_step()].
+class WindowRows {
+ public:
+  explicit WindowRows(const Window2D& g)
+      : g_(g),
+        columns_((g.out_w - 1) * g.strides[1] + (g.k_w - 1) * g.dilations[1] + 1),
+        width_(columns_ * g.in_c),
+        data_(static_cast<std::size_t>(g.k_h * width_)),
+        offsets_(static_cast<std::size_t>(g.k_h * g.k_w * g.in_c)) {
+    for (std::int64_t kh = 0; kh < g.k_h; ++kh) {
+      for (std::int64_t kw = 0; kw < g.k_w; ++kw) {
+        for (std::int64_t ci = 0; ci < g.in_c; ++ci) {
+          offsets_[static_cast<std::size_t>((kh * g.k_w + kw) * g.in_c + ci)] =
+              kh * width_ + kw * g.dilations[1] * g.in_c + ci;
+        }
+      }
+    }
+  }
+
+  void load(const float* x, std::int64_t n, std::int64_t oh) {
+    // The columns that hold input: [pad_left, pad_left + W), as far as the windows reach.
+    const std::int64_t first = std::min(g_.pad_before[1], columns_);
+    const std::int64_t last = std::min(g_.pad_before[1] + g_.in_w, columns_);
+    for (std::int64_t kh = 0; kh < g_.k_h; ++kh) {
+      float* row = data_.data() + kh * width_;
+      const std::int64_t ih = oh * g_.strides[0] - g_.pad_before[0] + kh * g_.dilations[0];
+      if (ih < 0 || ih >= g_.in_h || first >= last) {
+        std::fill(row, row + width_, 0.0f);
+        continue;
+      }
+      std::fill(row, row + first * g_.in_c, 0.0f);
+      std::memcpy(row + first * g_.in_c, x + (n * g_.in_h + ih) * g_.in_w * g_.in_c,
+                  static_cast<std::size_t>((last - first) * g_.in_c) * sizeof(float));
+      std::fill(row + last * g_.in_c, row + width_, 0.0f);
+    }
+  }
+
+  const float* data() const { return data_.data(); }
+  const std::int64_t* offsets() const { return offsets_.data(); }
+  std::int64_t entries() const { return static_cast<std::int64_t>(offsets_.size()); }
+  std::int64_t column_step() const { return g_.strides[1] * g_.in_c; }
+
+ private:
+  const Window2D& g_;
+  std::int64_t columns_;
+  std::int64_t width_;
+  std::vector<float> data_;  // (KH, columns_ * C_in)
+  std::vector<std::int64_t> offsets_;
+};
+
+// The first `count` lanes of a vector (none for count <= 0, all for count >= 16).
+__mmask16 lane_mask(std::int64_t count) {
+  if (count <= 0) return 0;
+  if (count >= kLanes) return 0xFFFF;
+  return static_cast<__mmask16>((1u << count) - 1);
+}
+
+// The channel block [block, block + 32) of output channels and its lanes present.
+struct ChannelBlock {
+  std::int64_t block;
+  __mmask16 low;
+  __mmask16 high;
+};
+
+template <typename Body>
+void for_each_channel_block(std::int64_t out_c, Body&& body) {
+  for (std::int64_t block = 0; block < out_c; block += kChannelBlock) {
+    body(ChannelBlock{block, lane_mask(out_c - block), lane_mask(out_c - block - kLanes)});
+  }
+}
+
+// Adds to sums (Entries, 16 * Halves) (a slice of a (P + 1, padded C_out) buffer, rows
+// `stride` apart) the products of window entries offsets[0..Entries) with dy over every position
+// of an output row, and, where bias_sums is not null, dy itself to bias_sums (16 * Halves,). A
+// block of 16 channels or fewer (c.high empty) runs with one half: its second would be all
+// zeros.
+template <int Entries, int Halves>
+[[gnu::target("avx512f")]] void filter_gradient_pass(
+    const WindowRows& rows, const std::int64_t* offsets, const float* dy_row, std::int64_t out_w,
+    std::int64_t out_c, const ChannelBlock& c, float* sums, std::int64_t stride, float* bias_sums) {
+  const __mmask16 masks[2] = {c.low, c.high};
+  __m512 acc[Entries][Halves];
+  __m512 bias_acc[Halves];
+#pragma GCC unroll 16
+  for (int h = 0; h < Halves; ++h) {
+    bias_acc[h] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int e = 0; e < Entries; ++e)
+      acc[e][h] = _mm512_loadu_ps(sums + e * stride + h * kLanes);
+  }
+  const std::int64_t step = rows.column_step();
+  for (std::int64_t ow = 0; ow < out_w; ++ow) {
+    const float* dy = dy_row + ow * out_c + c.block;
+    const float* windows = rows.data() + ow * step;
+    __m512 dy_lanes[Halves];
+#pragma GCC unroll 16
+    for (int h = 0; h < Halves; ++h) {
+      dy_lanes[h] = _mm512_maskz_loadu_ps(masks[h], dy + h * kLanes);
+      bias_acc[h] = _mm512_add_ps(bias_acc[h], dy_lanes[h]);
+    }
+#pragma GCC unroll 16
+    for (int e = 0; e < Entries; ++e) {
+      const __m512 value = _mm512_set1_ps(windows[offsets[e]]);
+#pragma GCC unroll 16
+      for (int h = 0; h < Halves; ++h)
+        acc[e][h] = _mm512_fmadd_ps(value, dy_lanes[h], acc[e][h]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int h = 0; h < Halves; ++h) {
+#pragma GCC unroll 16
+    for (int e = 0; e < Entries; ++e)
+      _mm512_storeu_ps(sums + e * stride + h * kLanes, acc[e][h]);
+    if (bias_sums != nullptr) {
+      float* bias = bias_sums + h * kLanes;
+      _mm512_storeu_ps(bias, _mm512_add_ps(_mm512_loadu_ps(bias), bias_acc[h]));
+    }
+  }
+}
+
+using FilterGradientPass = void (*)(const WindowRows&, const std::int64_t*, const float*,
+                                    std::int64_t, std::int64_t, const ChannelBlock&, float*,
+                                    std::int64_t, float*);
+
+template <int Halves, std::size_t... Counts>
+constexpr std::array<FilterGradientPass, sizeof...(Counts)> filter_gradient_passes(
+    std::index_sequence<Counts...>) {
+  return {&filter_gradient_pass<static_cast<int>(Counts) + 1, Halves>...};
+}
+
+// The pass for 1..kEntryTile entries at index count - 1, for one half and for two.
+constexpr std::array<std::array<FilterGradientPass, kEntryTile>, 2> kFilterGradientPasses = {
+    filter_gradient_passes<1>(std::make_index_sequence<kEntryTile>{}),
+    filter_gradient_passes<2>(std::make_index_sequence<kEntryTile>{})};
+
+// Adds one output row's products to sums (P + 1, padded_c): the filter's P entries, then the
+// bias (dy summed).
+void filter_gradient_row(const Window2D& g, const WindowRows& rows, const float* dy_row,
+                         float* sums, std::int64_t padded_c) {
+  const std::int64_t entries = rows.entries();
+  for_each_channel_block(g.out_c, [&](const ChannelBlock& c) {
+    for (std::int64_t first = 0; first < entries; first += kEntryTile) {
+      const auto count = std::min<std::int64_t>(kEntryTile, entries - first);
+      float* bias_sums = first == 0 ? sums + entries * padded_c + c.block : nullptr;
+      kFilterGradientPasses[c.high != 0][static_cast<std::size_t>(count - 1)](
+          rows, rows.offsets() + first, dy_row, g.out_w, g.out_c, c,
+          sums + first * padded_c + c.block, padded_c, bias_sums);
+    }
+  });
+}
+
+}  // namespace
+
+bool few_channel_filter_gradient_fits(const Window2D& g) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  const std::int64_t entries = g.k_h * g.k_w * g.in_c;
+  return avx512 && entries <= kMaxWindowEntries && (entries <= kEntryTile || g.out_c > kLanes);
+}
+
+void few_channel_conv_backward_filter(const Window2D& g, const float* x, const float* dy,
+                                      float* d_filter, float* d_bias) {
+  const std::int64_t entries = g.k_h * g.k_w * g.in_c;
+  const std::int64_t padded_c = (g.out_c + kChannelBlock - 1) / kChannelBlock * kChannelBlock;
+  // Each thread's sums (P + 1, padded_c), keyed by the first row of its share.
+  std::vector<std::pair<std::int64_t, std::vector<float>>> shares;
+  std::mutex shares_mutex;
+  const std::int64_t cost = g.out_w * entries * g.out_c;
+  parallel_for(g.batch * g.out_h, cost, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> sums(static_cast<std::size_t>((entries + 1) * padded_c), 0.0f);
+    WindowRows rows(g);
+    for (std::int64_t row = begin; row < end; ++row) {
+      rows.load(x, row / g.out_h, row % g.out_h);
+      filter_gradient_row(g, rows, dy + row * g.out_w * g.out_c, sums.data(), padded_c);
+    }
+    const std::lock_guard lock(shares_mutex);
+    shares.emplace_back(begin, std::move(sums));
+  });
+  std::sort(shares.begin(), shares.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (std::int64_t p = 0; p <= entries; ++p) {
+    float* out = p < entries ? d_filter + p * g.out_c : d_bias;
+    if (out == nullptr) continue;
+    for (std::int64_t co = 0; co < g.out_c; ++co) {
+      float total = 0.0f;
+      for (const auto& share : shares)
+        total += share.second[static_cast<std::size_t>(p * padded_c + co)];
+      out[co] = total;
+    }
+  }
+}
+
+}  // namespace tandem::cpu
+
+#endif  // defined(__x86_64__)

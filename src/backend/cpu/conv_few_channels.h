@@ -1,0 +1,23 @@
+#pragma once
+// The f32 filter gradient of convolutions with small windows over few input channels (a
+// network's first layer, on grayscale or RGB images), in AVX-512 loops of Tandem's own
+// (conv_few_channels.cpp says why). conv.cpp routes a geometry here where
+// few_channel_filter_gradient_fits says so; x86-64 only.
+#include "ops/window.h"
+
+namespace tandem::cpu {
+
+// Whether `g` is a geometry on which these loops were measured faster than oneDNN (a window of at
+// most 27 entries KH * KW * C_in; more than 16 output channels where over 9 entries) and the
+// CPU has AVX-512, where they were measured; other CPUs keep oneDNN's kernels.
+bool few_channel_filter_gradient_fits(const Window2D& g);
+
+// d_filter (KH, KW, C_in, C_out) = the sum over (n, oh, ow) of the window of x (N, H, W, C_in)
+// at (oh, ow) times dy[n, oh, ow, :] (dy (N, OH, OW, C_out)); d_bias (C_out,), where not null,
+// = dy summed over its positions. Each thread sums a share of the output rows and the shares are
+// added in the order of the rows: the result depends on the thread count, as oneDNN's does
+// (deterministic mode runs conv.cpp's loops).
+void few_channel_conv_backward_filter(const Window2D& g, const float* x, const float* dy,
+                                      float* d_filter, float* d_bias);
+
+}  // namespace tandem::cpu
