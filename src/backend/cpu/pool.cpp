@@ -10,14 +10,33 @@
 // (a memory-bound channel sum).
 #include <algorithm>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/max_pool_band.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/window_kernels.h"
 #include "ops/op_attrs.h"
 
 namespace tandem::cpu {
+
+bool windows_are_disjoint(const Window2D& g) {
+  return g.strides[0] >= g.k_h && g.strides[1] >= g.k_w;
+}
+
+std::pair<std::int64_t, std::int64_t> window_span(const Window2D& g, int axis, std::int64_t o) {
+  const std::int64_t extent = axis == 0 ? g.in_h : g.in_w;
+  const std::int64_t start = o * g.strides[axis] - g.pad_before[axis];
+  const std::int64_t size = axis == 0 ? g.k_h : g.k_w;
+  return {std::clamp<std::int64_t>(start, 0, extent),
+          std::clamp<std::int64_t>(start + size, 0, extent)};
+}
+
 namespace {
 
 using dnnl::memory;
@@ -108,22 +127,6 @@ void max_pool_backward_loops(const Window2D& g, const T* dy, const T* x, T* dx) 
   });
 }
 
-// Whether no input cell is in two windows (strides at least the window, as in the usual 2x2
-// pooling of stride 2).
-bool windows_are_disjoint(const Window2D& g) {
-  return g.strides[0] >= g.k_h && g.strides[1] >= g.k_w;
-}
-
-// [first, last): the input rows (axis 0) or columns (axis 1) the windows of output row or column
-// `o` cover, clipped to the image.
-std::pair<std::int64_t, std::int64_t> window_span(const Window2D& g, int axis, std::int64_t o) {
-  const std::int64_t extent = axis == 0 ? g.in_h : g.in_w;
-  const std::int64_t start = o * g.strides[axis] - g.pad_before[axis];
-  const std::int64_t size = axis == 0 ? g.k_h : g.k_w;
-  return {std::clamp<std::int64_t>(start, 0, extent),
-          std::clamp<std::int64_t>(start + size, 0, extent)};
-}
-
 // One output row of max pooling (f32, bf16): image n, output row oh. Each window keeps its first
 // maximum in scan order, as max_pool_loops does, and the loops over channels choose without
 // branches, so they vectorise.
@@ -169,34 +172,30 @@ void max_pool_forward(const Window2D& g, const T* x, T* y) {
                });
 }
 
-// One output row of max_pool_backward_disjoint: image n, output row oh, and the input rows
-// after its band that no window covers (with those before it for the first row). `best` and
-// `winner` are (C,) scratch: per channel, the window's largest value and the index of its cell
-// in scan order; the loops over channels choose without branches, so they vectorise.
+// The input rows of output row oh of max_pool_backward_disjoint: image n, rows
+// window_span(g, 0, oh) written into dx_band (those rows, (W, C) each), dy at each window's
+// first maximum and 0 everywhere else. `best` and `winner` are (C,) scratch: per channel, the
+// window's largest value and the index of its cell in scan order; the loops over channels choose
+// without branches, so they vectorise.
 template <typename T>
-TANDEM_VECTOR_CLONES void max_pool_backward_row(const Window2D& g, const T* dy, const T* x, T* dx,
-                                                bool relu_masked, std::int64_t n, std::int64_t oh,
-                                                compute_type_t<T>* __restrict best,
-                                                std::int32_t* __restrict winner) {
+TANDEM_VECTOR_CLONES void max_pool_backward_band_loop(const Window2D& g, const T* dy, const T* x,
+                                                      T* dx_band, bool relu_masked, std::int64_t n,
+                                                      std::int64_t oh,
+                                                      compute_type_t<T>* __restrict best,
+                                                      std::int32_t* __restrict winner) {
   using C = compute_type_t<T>;
   const std::int64_t channels = g.in_c;
   const std::int64_t row = g.in_w * channels;  // elements of one input row
   const T* x_image = x + n * g.in_h * row;     // (H, W, C)
-  T* dx_image = dx + n * g.in_h * row;         // (H, W, C)
-  const auto zero_rows = [&](std::int64_t first, std::int64_t last) {
-    if (first < last) std::fill(dx_image + first * row, dx_image + last * row, T(0));
-  };
   const auto [top, bottom] = window_span(g, 0, oh);
-  if (oh == 0) zero_rows(0, top);
-  zero_rows(bottom, oh + 1 < g.out_h ? window_span(g, 0, oh + 1).first : g.in_h);
   // The columns of the band's rows that no window covers.
   for (std::int64_t ih = top; ih < bottom; ++ih) {
     std::int64_t covered = 0;
     for (std::int64_t ow = 0; ow <= g.out_w; ++ow) {
       const std::int64_t left = ow < g.out_w ? window_span(g, 1, ow).first : g.in_w;
       if (covered < left) {
-        std::fill(dx_image + ih * row + covered * channels, dx_image + ih * row + left * channels,
-                  T(0));
+        std::fill(dx_band + (ih - top) * row + covered * channels,
+                  dx_band + (ih - top) * row + left * channels, T(0));
       }
       if (ow < g.out_w) covered = std::max(covered, window_span(g, 1, ow).second);
     }
@@ -233,7 +232,7 @@ TANDEM_VECTOR_CLONES void max_pool_backward_row(const Window2D& g, const T* dy, 
     index = 0;
     for (std::int64_t ih = top; ih < bottom; ++ih) {
       for (std::int64_t iw = left; iw < right; ++iw, ++index) {
-        T* __restrict dx_cell = dx_image + (ih * g.in_w + iw) * channels;
+        T* __restrict dx_cell = dx_band + (ih - top) * row + iw * channels;
         for (std::int64_t ch = 0; ch < channels; ++ch)
           dx_cell[ch] = winner[ch] == index ? dy_cell[ch] : T(0);
       }
@@ -251,12 +250,29 @@ template <typename T>
 void max_pool_backward_disjoint(const Window2D& g, const T* dy, const T* x, T* dx,
                                 bool relu_masked) {
   const std::int64_t cost = g.out_w * g.k_h * g.k_w * g.in_c;
+  const std::int64_t row = g.in_w * g.in_c;  // elements of one input row
   parallel_for(g.batch * g.out_h, cost, [&](std::int64_t begin, std::int64_t end) {
     std::vector<compute_type_t<T>> best(static_cast<std::size_t>(g.in_c));  // (C,)
     std::vector<std::int32_t> winner(static_cast<std::size_t>(g.in_c));     // (C,)
     for (std::int64_t unit = begin; unit < end; ++unit) {
-      max_pool_backward_row(g, dy, x, dx, relu_masked, unit / g.out_h, unit % g.out_h, best.data(),
-                            winner.data());
+      const std::int64_t n = unit / g.out_h;
+      const std::int64_t oh = unit % g.out_h;
+      T* dx_image = dx + n * g.in_h * row;  // (H, W, C)
+      const auto zero_rows = [&](std::int64_t first, std::int64_t last) {
+        if (first < last) std::fill(dx_image + first * row, dx_image + last * row, T(0));
+      };
+      // The input rows before this output row's band (for the first) and after it that no
+      // window covers.
+      const auto [top, bottom] = window_span(g, 0, oh);
+      if (oh == 0) zero_rows(0, top);
+      zero_rows(bottom, oh + 1 < g.out_h ? window_span(g, 0, oh + 1).first : g.in_h);
+      if constexpr (std::is_same_v<T, float>) {
+        max_pool_backward_band(g, dy, x, dx_image + top * row, relu_masked, n, oh, best.data(),
+                               winner.data());
+        continue;
+      }
+      max_pool_backward_band_loop(g, dy, x, dx_image + top * row, relu_masked, n, oh, best.data(),
+                                  winner.data());
     }
   });
 }
@@ -446,30 +462,6 @@ void pool_kernel(const KernelContext& c) {
   pool_loops(c, g);
 }
 
-// inputs: dy (N, OH, OW, C), x (N, H, W, C); output dx (N, H, W, C).
-void max_pool_backward_kernel(const KernelContext& c) {
-  const Window2D g = pool_geometry(c);
-  const bool relu_masked = op_attrs<OpKind::max_pool2d_backward>(c.attrs).relu_masked;
-  const bool empty = shape_numel(g.input_shape()) == 0 || shape_numel(g.output_shape()) == 0;
-  const DType dtype = c.inputs[0].dtype();
-  // f64 and f16 keep the loops, the reference this path is tested against.
-  const bool disjoint = windows_are_disjoint(g) && !empty && onednn_float_kernels(dtype);
-  if (!disjoint) pool_kernel(c);
-  visit_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<compute_type_t<T>>) {
-      const T* dy = static_cast<const T*>(c.inputs[0].raw_data());
-      const T* x = static_cast<const T*>(c.inputs[1].raw_data());
-      T* dx = static_cast<T*>(c.outputs[0].raw_data());
-      if (disjoint) {
-        max_pool_backward_disjoint(g, dy, x, dx, relu_masked);
-      } else if (relu_masked) {
-        mask_by_positive(x, dx, c.inputs[1].numel());
-      }
-    }
-  });
-}
-
 // (N, H, W, C) -> (N, C): the mean over each image's cells, summed in the compute type.
 void global_avg_pool_kernel(const KernelContext& c) {
   const Tensor& x = c.inputs[0];
@@ -502,6 +494,97 @@ void global_avg_pool_kernel(const KernelContext& c) {
 }
 
 }  // namespace
+
+// inputs: dy (N, OH, OW, C), x (N, H, W, C); output dx (N, H, W, C).
+void max_pool_backward_kernel(const KernelContext& c) {
+  const Window2D g = pool_geometry(c);
+  const bool relu_masked = op_attrs<OpKind::max_pool2d_backward>(c.attrs).relu_masked;
+  const bool empty = shape_numel(g.input_shape()) == 0 || shape_numel(g.output_shape()) == 0;
+  const DType dtype = c.inputs[0].dtype();
+  // f64 and f16 keep the loops, the reference this path is tested against.
+  const bool disjoint = windows_are_disjoint(g) && !empty && onednn_float_kernels(dtype);
+  if (!disjoint) pool_kernel(c);
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<compute_type_t<T>>) {
+      const T* dy = static_cast<const T*>(c.inputs[0].raw_data());
+      const T* x = static_cast<const T*>(c.inputs[1].raw_data());
+      T* dx = static_cast<T*>(c.outputs[0].raw_data());
+      if (disjoint) {
+        max_pool_backward_disjoint(g, dy, x, dx, relu_masked);
+      } else if (relu_masked) {
+        mask_by_positive(x, dx, c.inputs[1].numel());
+      }
+    }
+  });
+}
+
+#if defined(__x86_64__)
+namespace {
+
+// max_pool_backward_band_loop's result for f32 2x2 windows of stride 2 whose band lies whole
+// inside the image, on AVX-512, 16 channels of one window at a time: the loop's per-window
+// overhead (a third of its time on the main job's first pooling, whose windows have 32
+// channels) goes, which matters where the band is used at once from the cache
+// (pooled_conv2d_backward_filter). Each of cells 1-3 replaces the best so far where strictly
+// larger (an ordered comparison: NaN never replaces), so the winner is the last cell that did,
+// or cell 0: the loop's first maximum in scan order.
+[[gnu::target("avx512f")]] void max_pool_2x2_backward_band(const Window2D& g, const float* dy,
+                                                           const float* x, float* dx_band,
+                                                           bool relu_masked, std::int64_t n,
+                                                           std::int64_t oh) {
+  const std::int64_t channels = g.in_c;
+  const std::int64_t row = g.in_w * channels;                          // elements of one input row
+  const float* x_band = x + (n * g.in_h + 2 * oh) * row;               // (2, W, C)
+  const float* dy_row = dy + (n * g.out_h + oh) * g.out_w * channels;  // (OW, C)
+  for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+    for (std::int64_t ch = 0; ch < channels; ch += 16) {
+      const std::int64_t left = 2 * ow * channels + ch;
+      const std::int64_t cells[4] = {left, left + channels, row + left, row + left + channels};
+      const __mmask16 lanes =
+          channels - ch >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (channels - ch)) - 1);
+      __m512 best = _mm512_maskz_loadu_ps(lanes, x_band + cells[0]);
+      __mmask16 replaced[4] = {0, 0, 0, 0};
+      for (int k = 1; k < 4; ++k) {
+        const __m512 value = _mm512_maskz_loadu_ps(lanes, x_band + cells[k]);
+        replaced[k] = _mm512_cmp_ps_mask(value, best, _CMP_GT_OQ);
+        best = _mm512_mask_mov_ps(best, replaced[k], value);
+      }
+      // Lanes whose gradient has gone to a cell (or, relu-masked, goes to none).
+      __mmask16 placed =
+          relu_masked
+              ? static_cast<__mmask16>(~_mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ))
+              : 0;
+      const __m512 gradient = _mm512_maskz_loadu_ps(lanes, dy_row + ow * channels + ch);
+      for (int k = 3; k >= 0; --k) {
+        const auto wins = static_cast<__mmask16>((k == 0 ? 0xFFFF : replaced[k]) & ~placed);
+        _mm512_mask_storeu_ps(dx_band + cells[k], lanes, _mm512_maskz_mov_ps(wins, gradient));
+        placed |= wins;
+      }
+    }
+  }
+  // The columns past the last window (an odd width): no window covers them.
+  for (std::int64_t band_row = 0; band_row < 2; ++band_row) {
+    std::fill(dx_band + band_row * row + 2 * g.out_w * channels, dx_band + (band_row + 1) * row,
+              0.0f);
+  }
+}
+
+}  // namespace
+#endif
+
+void max_pool_backward_band(const Window2D& g, const float* dy, const float* x, float* dx_band,
+                            bool relu_masked, std::int64_t n, std::int64_t oh, float* best,
+                            std::int32_t* winner) {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  const bool whole_2x2 = g.k_h == 2 && g.k_w == 2 && g.strides[0] == 2 && g.strides[1] == 2 &&
+                         g.pad_before[0] == 0 && g.pad_before[1] == 0 && 2 * oh + 2 <= g.in_h &&
+                         2 * g.out_w <= g.in_w;
+  if (avx512 && whole_2x2) return max_pool_2x2_backward_band(g, dy, x, dx_band, relu_masked, n, oh);
+#endif
+  max_pool_backward_band_loop(g, dy, x, dx_band, relu_masked, n, oh, best, winner);
+}
 
 void register_pool_kernels(KernelTable& table) {
   const std::uint32_t floating = floating_dtypes_mask();
