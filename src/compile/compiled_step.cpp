@@ -39,6 +39,7 @@ enum class Home {
   arena,    // in the step's block, at an offset the plan chose
   result,   // a buffer of its own that a result of the step views, reused once it is dropped
   outside,  // the caller's input, a capture, a constant or a host operand
+  unused,   // a result no node makes or reads any more: a fusion pass took it over
 };
 
 }  // namespace
@@ -226,6 +227,14 @@ void CompiledStep::Impl::plan() {
     const Value& value = graph.values[v];
     if (value.kind != ValueKind::node || graph.root(static_cast<int>(v)) != static_cast<int>(v))
       continue;
+    // A result a fusion pass took over (a product's own before its fused relu, the pooling's
+    // gradient a pooled filter gradient forms itself): no node makes or reads it any more. Left
+    // in, such buffers had no liveness, overlapped one another and were stacked in the block
+    // (the main job's CNN: 9.82 MiB with them, 5.78 MiB without).
+    if (first[v] < 0 && !is_result_root[v]) {
+      home[v] = Home::unused;
+      continue;
+    }
     const std::size_t bytes = aligned_bytes(value.meta);
     stats.unplanned_bytes += bytes;  // what a buffer each would take, in-place outputs included
     if (root[v] != static_cast<int>(v)) continue;  // written into a dead input's buffer
