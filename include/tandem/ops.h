@@ -49,8 +49,9 @@ namespace tandem {
 #define TANDEM_OPS_optimizer(X) X(sgd_update) X(adam_update) X(assign)
 // collectives across the replicas of a data-parallel XLA program
 #define TANDEM_OPS_collective(X) X(all_reduce)
-// a chain of element-wise ops as one loop (formed by a compiled step's fusion pass)
-#define TANDEM_OPS_fused(X) X(fused_elementwise)
+// formed by a compiled step's fusion passes: a chain of element-wise ops as one loop; a
+// convolution's filter gradient from the gradient of the max pooling after it
+#define TANDEM_OPS_fused(X) X(fused_elementwise) X(pooled_conv2d_backward_filter)
 // quantisation simulated in floating point (post-training calibration, quantisation-aware
 // training)
 #define TANDEM_OPS_quantize(X) X(fake_quantize) X(quantized_conv2d) X(quantized_matmul)

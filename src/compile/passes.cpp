@@ -368,6 +368,42 @@ void fuse_activations(Graph& graph, PassCounts& counts) {
   keep_nodes(graph, removed, replaced);
 }
 
+void fuse_pooled_filter_gradients(Graph& graph, PassCounts& counts) {
+  if (graph.device.type != DeviceType::cpu) return;
+  const std::vector<int> readers = count_readers(graph);
+  const std::unordered_map<int, std::size_t> producer = find_producers(graph);
+  std::vector<bool> removed(graph.nodes.size(), false);
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    Node& gradient = graph.nodes[n];
+    if (gradient.kind != OpKind::conv2d_backward_filter) continue;
+    const int dy = gradient.inputs[1];
+    const auto found = producer.find(dy);
+    if (found == producer.end() || readers[static_cast<std::size_t>(dy)] != 1 ||
+        graph.values[static_cast<std::size_t>(dy)].meta.dtype != DType::f32) {
+      continue;
+    }
+    const std::size_t place = found->second;
+    const Node& pooling = graph.nodes[place];
+    if (pooling.kind != OpKind::max_pool2d_backward) continue;
+    // The pooling's backward pass will run here: no write to what it reads may come in between.
+    bool safe = true;
+    for (std::size_t between = place + 1; between < n && safe; ++between)
+      if (graph.writes(graph.nodes[between]))
+        for (int read : pooling.inputs)
+          safe = safe && !touches(graph, graph.nodes[between], graph.root(read));
+    if (!safe) continue;
+    gradient.attrs = pooled_conv2d_backward_filter_attrs(pooling.attrs, gradient.attrs);
+    gradient.inputs = {gradient.inputs[0], pooling.inputs[0], pooling.inputs[1]};
+    gradient.kind = OpKind::pooled_conv2d_backward_filter;
+    gradient.label = (pooling.label.empty() ? std::string(op_name(pooling.kind)) : pooling.label) +
+                     "+conv2d_backward_filter";
+    removed[place] = true;
+    ++counts.fused;
+  }
+  std::map<std::size_t, Node> replaced;
+  keep_nodes(graph, removed, replaced);
+}
+
 namespace {
 
 // A node the chain pass may take: a correctly rounded element-wise op on floats whose inputs

@@ -38,6 +38,13 @@ void fuse_residual_adds(Graph& graph, PassCounts& counts);
 // with rounding to the storage type). Likewise relu's backward pass after max pooling's, over the
 // same relu output, becomes the pooling's mask (MaxPool2DBackwardAttrs::relu_masked).
 void fuse_activations(Graph& graph, PassCounts& counts);
+// On the CPU, an f32 convolution's filter gradient whose dy is max pooling's backward pass that
+// nothing else reads (a first layer followed by pooling: its input needs no gradient) becomes one
+// pooled_conv2d_backward_filter node (ops/fused.h) over the pooled gradient and the pooling's
+// input: where the CPU's few-channel loops run it, dy is formed a few rows at a time and summed
+// from there instead of written whole and read back. The pooling's inputs must be left alone by
+// in-place writes until the filter gradient runs.
+void fuse_pooled_filter_gradients(Graph& graph, PassCounts& counts);
 // On the CPU, chains of correctly rounded element-wise ops (add, mul, relu, relu_backward, ...;
 // ops/fused.h) become one fused_elementwise node: each element goes through the whole chain in
 // registers instead of one pass over memory per op, and the chain's intermediate buffers go. A

@@ -70,6 +70,32 @@ bool repeats_into(const Shape& shape, const Shape& output) {
   return kept <= output.size() && std::equal(first, shape.end(), output.end() - kept);
 }
 
+Attrs pooled_conv2d_backward_filter_attrs(const Attrs& pool_gradient,
+                                          const Attrs& filter_gradient) {
+  const MaxPool2DBackwardAttrs pool = op_attrs<OpKind::max_pool2d_backward>(pool_gradient);
+  PooledConv2DBackwardFilterAttrs attrs;
+  static_cast<Conv2DBackwardFilterAttrs&>(attrs) =
+      op_attrs<OpKind::conv2d_backward_filter>(filter_gradient);
+  attrs.pool_window = pool.window;
+  attrs.pool_strides = pool.strides;
+  attrs.pool_padding = pool.padding;
+  attrs.relu_masked = pool.relu_masked;
+  return make_op_attrs<OpKind::pooled_conv2d_backward_filter>(attrs);
+}
+
+PooledFilterGradientParts pooled_filter_gradient_parts(const Attrs& attrs) {
+  const PooledConv2DBackwardFilterAttrs pooled =
+      op_attrs<OpKind::pooled_conv2d_backward_filter>(attrs);
+  MaxPool2DBackwardAttrs pool;
+  pool.window = pooled.pool_window;
+  pool.strides = pooled.pool_strides;
+  pool.padding = pooled.pool_padding;
+  pool.relu_masked = pooled.relu_masked;
+  return {make_op_attrs<OpKind::max_pool2d_backward>(pool),
+          make_op_attrs<OpKind::conv2d_backward_filter>(
+              static_cast<const Conv2DBackwardFilterAttrs&>(pooled))};
+}
+
 namespace {
 
 // The output: the largest input shape, which every input must repeat into.
@@ -117,12 +143,59 @@ std::vector<StablehloValue> lower_fused_elementwise(StablehloEmitter& emit,
   return {slots.back()};
 }
 
+// inputs: x (N, H, W, C_in), pooled_dy (N, PH, PW, C_out), y (N, OH, OW, C_out): the gradient
+// dy (N, OH, OW, C_out) by max_pool2d_backward's rule, then the filter gradient by
+// conv2d_backward_filter's, errors naming this op.
+TensorMeta pooled_gradient_meta(const char* op, std::span<const TensorMeta> in,
+                                const PooledFilterGradientParts& parts) {
+  return op_def(OpKind::max_pool2d_backward).infer(op, in.subspan(1, 2), parts.pool_gradient)[0];
+}
+
+std::vector<TensorMeta> infer_pooled_conv2d_backward_filter(const char* op,
+                                                            std::span<const TensorMeta> in,
+                                                            const Attrs& attrs) {
+  const PooledFilterGradientParts parts = pooled_filter_gradient_parts(attrs);
+  const TensorMeta filter_inputs[] = {in[0], pooled_gradient_meta(op, in, parts)};
+  return op_def(OpKind::conv2d_backward_filter)
+      .infer(op, std::span<const TensorMeta>(filter_inputs), parts.filter_gradient);
+}
+
+// Both ops' FLOPs; memory: the fused op's inputs and outputs, once (dy stays in the kernel).
+OpCost cost_pooled_conv2d_backward_filter(std::span<const TensorMeta> in,
+                                          std::span<const TensorMeta> out, const Attrs& attrs) {
+  const PooledFilterGradientParts parts = pooled_filter_gradient_parts(attrs);
+  const TensorMeta dy[] = {pooled_gradient_meta("pooled_conv2d_backward_filter", in, parts)};
+  const TensorMeta filter_inputs[] = {in[0], dy[0]};
+  const double flops =
+      op_cost(OpKind::max_pool2d_backward, in.subspan(1, 2), dy, parts.pool_gradient).flops +
+      op_cost(OpKind::conv2d_backward_filter, filter_inputs, out, parts.filter_gradient).flops;
+  return {flops, bytes_of(in) + bytes_of(out)};
+}
+
+std::vector<StablehloValue> lower_pooled_conv2d_backward_filter(StablehloEmitter& emit,
+                                                                std::span<const StablehloValue> in,
+                                                                std::span<const TensorMeta> out,
+                                                                const Attrs& attrs) {
+  const PooledFilterGradientParts parts = pooled_filter_gradient_parts(attrs);
+  const TensorMeta dy_meta[] = {TensorMeta{in[2].shape, in[2].dtype}};
+  const StablehloValue dy = op_def(OpKind::max_pool2d_backward)
+                                .lower(emit, in.subspan(1, 2), std::span<const TensorMeta>(dy_meta),
+                                       parts.pool_gradient)[0];
+  const StablehloValue filter_inputs[] = {in[0], dy};
+  return op_def(OpKind::conv2d_backward_filter)
+      .lower(emit, std::span<const StablehloValue>(filter_inputs), out, parts.filter_gradient);
+}
+
 }  // namespace
 
 std::vector<OpDef> define_fused_ops() {
-  return op_family<k_fused_ops>(OpRules<OpKind::fused_elementwise>{
-      1, static_cast<int>(kMaxFusedInputs), infer_fused_elementwise, nullptr,
-      cost_fused_elementwise, lower_fused_elementwise});
+  return op_family<k_fused_ops>(
+      OpRules<OpKind::fused_elementwise>{1, static_cast<int>(kMaxFusedInputs),
+                                         infer_fused_elementwise, nullptr, cost_fused_elementwise,
+                                         lower_fused_elementwise},
+      OpRules<OpKind::pooled_conv2d_backward_filter>{3, 3, infer_pooled_conv2d_backward_filter,
+                                                     nullptr, cost_pooled_conv2d_backward_filter,
+                                                     lower_pooled_conv2d_backward_filter});
 }
 
 }  // namespace tandem

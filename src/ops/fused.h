@@ -69,4 +69,19 @@ std::string fused_label(const std::vector<FusedInstruction>& program);
 // output's trailing axes once its own leading 1s are dropped.
 bool repeats_into(const Shape& shape, const Shape& output);
 
+// pooled_conv2d_backward_filter: a convolution's filter (and bias) gradient taken from the
+// gradient of the max pooling that reads its output, inputs (x, pooled_dy, y): the same as
+// conv2d_backward_filter(x, max_pool2d_backward(pooled_dy, y)) (relu-masked where the pooling's
+// backward pass was), without the full-size gradient between the two in memory where the
+// backend's kernel can form it a few rows at a time (the CPU's, for a first layer's small window
+// on AVX-512: backend/cpu/conv_few_channels.h). A compiled step's fusion pass forms it on the CPU
+// where that gradient feeds nothing else (a first layer, whose input needs no gradient); its
+// shapes, cost and lowering are its two ops' own, through their attributes below.
+struct PooledFilterGradientParts {
+  Attrs pool_gradient;    // max_pool2d_backward's
+  Attrs filter_gradient;  // conv2d_backward_filter's
+};
+Attrs pooled_conv2d_backward_filter_attrs(const Attrs& pool_gradient, const Attrs& filter_gradient);
+PooledFilterGradientParts pooled_filter_gradient_parts(const Attrs& attrs);
+
 }  // namespace tandem

@@ -71,6 +71,15 @@ struct MaxPool2DBackwardAttrs : Pool2DOptions {
   // relu's output. Set by a compiled step's fusion pass, never by the wrappers.
   bool relu_masked = false;
 };
+// pooled_conv2d_backward_filter (ops/fused.h): conv2d_backward_filter(x, dy) of the gradient
+// dy = max_pool2d_backward(pooled_dy, y) (relu_masked as there), inputs (x, pooled_dy, y). Set by
+// a compiled step's fusion pass, never by the wrappers.
+struct PooledConv2DBackwardFilterAttrs : Conv2DBackwardFilterAttrs {
+  std::array<std::int64_t, 2> pool_window{2, 2};
+  std::array<std::int64_t, 2> pool_strides{2, 2};
+  Padding pool_padding = Padding::valid;
+  bool relu_masked = false;
+};
 struct AvgPool2DBackwardAttrs : Pool2DOptions {
   Shape input_shape;  // (N, H, W, C) of the forward input
 };
@@ -183,6 +192,17 @@ constexpr auto attr_fields(std::type_identity<Conv2DBackwardFilterAttrs>) {
   return std::tuple_cat(conv_fields<A>(),
                         std::tuple{AttrField<A, Shape>{"filter_shape", &A::filter_shape},
                                    AttrField<A, bool>{"with_bias", &A::with_bias}});
+}
+constexpr auto attr_fields(std::type_identity<PooledConv2DBackwardFilterAttrs>) {
+  using A = PooledConv2DBackwardFilterAttrs;
+  using Pair = std::array<std::int64_t, 2>;
+  return std::tuple_cat(conv_fields<A>(),
+                        std::tuple{AttrField<A, Shape>{"filter_shape", &A::filter_shape},
+                                   AttrField<A, bool>{"with_bias", &A::with_bias},
+                                   AttrField<A, Pair>{"pool_window", &A::pool_window},
+                                   AttrField<A, Pair>{"pool_strides", &A::pool_strides},
+                                   AttrField<A, Padding>{"pool_padding", &A::pool_padding},
+                                   AttrField<A, bool>{"relu_masked", &A::relu_masked}});
 }
 template <typename Struct>
 constexpr auto pool_fields() {
@@ -308,6 +328,7 @@ TANDEM_OP_ATTRS(sgd_update, SgdUpdateAttrs)
 TANDEM_OP_ATTRS(adam_update, AdamUpdateAttrs)
 TANDEM_OP_ATTRS(all_reduce, AllReduceAttrs)
 TANDEM_OP_ATTRS(fused_elementwise, FusedElementwiseAttrs)
+TANDEM_OP_ATTRS(pooled_conv2d_backward_filter, PooledConv2DBackwardFilterAttrs)
 TANDEM_OP_ATTRS(fake_quantize, FakeQuantizeAttrs)
 TANDEM_OP_ATTRS(quantized_conv2d, QuantizedConv2DAttrs)
 TANDEM_OP_ATTRS(quantized_matmul, QuantizedMatmulAttrs)

@@ -98,16 +98,47 @@ TEST(CompiledStep, FusesReluBackwardIntoMaxPoolingBackward) {
     return std::vector<Tensor>{loss, tape.gradient(loss, {in[1]})[0]};
   };
   CompiledStep step = trace_step("pooling", body, {x, filter});
-  // relu into the convolution, relu_backward into the pooling's, square's backward (two muls)
-  // into one loop.
-  EXPECT_EQ(step.stats().fused, 3u) << step.listing();
-  EXPECT_NE(step.listing().find("max_pool2d_backward+relu_backward("), std::string::npos)
+  // relu into the convolution, relu_backward into the pooling's and that into the filter
+  // gradient (which reads nothing else of it), square's backward (two muls) into one loop. The
+  // filter gradient forms its dy whole here (27 window entries to 4 channels: not the
+  // few-channel loops), so the bits are eager's.
+  EXPECT_EQ(step.stats().fused, 4u) << step.listing();
+  EXPECT_NE(step.listing().find("max_pool2d_backward+relu_backward+conv2d_backward_filter("),
+            std::string::npos)
       << step.listing();
   EXPECT_EQ(step.listing().find("= relu_backward("), std::string::npos) << step.listing();
   const std::vector<Tensor> compiled = step.run({x, filter});
   const std::vector<Tensor> eager = body({x, filter});
   expect_identical(compiled[0], eager[0], "loss");
   expect_identical(compiled[1], eager[1], "filter gradient");
+}
+
+// A first layer (one input channel, 3x3 to 32 channels) with relu and max pooling: its filter
+// gradient takes the pooling's gradient as it is formed (the few-channel loops on AVX-512 CPUs),
+// with eager's bits; where the pooling's gradient is read by another node too (the input's
+// gradient), nothing fuses.
+TEST(CompiledStep, FusesMaxPoolingBackwardIntoAFirstLayersFilterGradient) {
+  const Tensor x = uniform({4, 14, 12, 1}, 32), filter = uniform({3, 3, 1, 32}, 33);
+  for (const bool input_gradient : {false, true}) {
+    const auto body = [input_gradient](const std::vector<Tensor>& in) {
+      GradientTape tape;
+      tape.watch(in[1]);
+      if (input_gradient) tape.watch(in[0]);
+      const Tensor pooled = max_pool2d(relu(conv2d(in[0], in[1])));  // (4, 6, 5, 32)
+      const Tensor loss = sum(square(pooled));
+      if (!input_gradient) return std::vector<Tensor>{loss, tape.gradient(loss, {in[1]})[0]};
+      std::vector<Tensor> gradients = tape.gradient(loss, {in[1], in[0]});
+      return std::vector<Tensor>{loss, gradients[0], gradients[1]};
+    };
+    CompiledStep step = trace_step("first_layer", body, {x, filter});
+    const bool fused = step.listing().find("+conv2d_backward_filter(") != std::string::npos;
+    EXPECT_EQ(fused, !input_gradient) << step.listing();
+    const std::vector<Tensor> compiled = step.run({x, filter});
+    const std::vector<Tensor> eager = body({x, filter});
+    ASSERT_EQ(compiled.size(), eager.size());
+    for (std::size_t i = 0; i < compiled.size(); ++i)
+      expect_identical(compiled[i], eager[i], "result " + std::to_string(i));
+  }
 }
 
 // A residual block's tail, relu(x * scale + shortcut) + bias, and its gradient: each chain of

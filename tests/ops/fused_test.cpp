@@ -1,12 +1,14 @@
 // fused_elementwise (ops/fused.h): a chain run as one loop gives the bits of its ops run one by
 // one, in every floating dtype, with inputs repeated along leading axes; bad programs and shapes
-// are refused with messages naming what is wrong.
+// are refused with messages naming what is wrong. pooled_conv2d_backward_filter gives the bits of
+// its two ops, on the path that forms the gradient in bands and on the one that forms it whole.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "ops/fused.h"
 #include "ops/gradient_check.h"
+#include "ops/op_attrs.h"
 #include "ops/op_table.h"
 #include "support/errors.h"
 
@@ -96,6 +98,84 @@ TEST(FusedElementwise, InputsRepeatAlongLeadingAxesOnly) {
   EXPECT_FALSE(repeats_into({3, 1}, {3, 4}));
   EXPECT_FALSE(repeats_into({3}, {3, 4}));
   EXPECT_FALSE(repeats_into({2, 3, 4}, {3, 4}));
+}
+
+struct PooledCase {
+  Shape x_shape;
+  Shape filter_shape;
+  Conv2DOptions conv;
+  Pool2DOptions pool;
+  bool relu_masked;
+  DType dtype;
+};
+
+// conv2d_backward_filter(x, max_pool2d_backward(pooled_dy, y)) against the fused op, with and
+// without the bias gradient; y takes both signs, so the relu mask matters.
+void expect_pooled_gives_its_ops_bits(const PooledCase& c) {
+  const std::string label = "x " + shape_str(c.x_shape) + ", filter " + shape_str(c.filter_shape) +
+                            ", pool " + std::to_string(c.pool.window[0]) + "x" +
+                            std::to_string(c.pool.window[1]) + " stride " +
+                            std::to_string(c.pool.strides[0]) +
+                            (c.relu_masked ? ", relu-masked, " : ", ") + dtype_name(c.dtype);
+  const Tensor x = random_tensor(c.x_shape, -1, 1, 0, c.dtype);
+  const Tensor y = conv2d(x, random_tensor(c.filter_shape, -1, 1, 0, c.dtype), c.conv);
+  const Tensor pooled_dy = random_tensor(max_pool2d(y, c.pool).shape(), -1, 1, 0, c.dtype);
+  MaxPool2DBackwardAttrs pool_attrs;
+  static_cast<Pool2DOptions&>(pool_attrs) = c.pool;
+  pool_attrs.relu_masked = c.relu_masked;
+  const Attrs pool_gradient = make_op_attrs<K::max_pool2d_backward>(pool_attrs);
+  const Tensor dy = call_op(K::max_pool2d_backward, {pooled_dy, y}, pool_gradient)[0];
+  for (const bool with_bias : {true, false}) {
+    Conv2DBackwardFilterAttrs filter_attrs;
+    static_cast<Conv2DOptions&>(filter_attrs) = c.conv;
+    filter_attrs.filter_shape = c.filter_shape;
+    filter_attrs.with_bias = with_bias;
+    const Attrs filter_gradient = make_op_attrs<K::conv2d_backward_filter>(filter_attrs);
+    const std::vector<Tensor> expected =
+        call_op(K::conv2d_backward_filter, {x, dy}, filter_gradient);
+    const std::vector<Tensor> fused =
+        call_op(K::pooled_conv2d_backward_filter, {x, pooled_dy, y},
+                pooled_conv2d_backward_filter_attrs(pool_gradient, filter_gradient));
+    ASSERT_EQ(fused.size(), expected.size()) << label;
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      expect_same_bits(fused[i], expected[i],
+                       label + (i == 0 ? ", filter gradient" : ", bias gradient"));
+    }
+  }
+}
+
+TEST(PooledConv2DBackwardFilter, GivesTheBitsOfItsTwoOps) {
+  const Pool2DOptions pool2x2{{2, 2}, {2, 2}, Padding::valid};
+  const Pool2DOptions pool3x3{{3, 3}, {2, 2}, Padding::same};
+  const std::vector<PooledCase> cases{
+      // the main job's first layer (in bands on AVX-512 CPUs)
+      {{2, 28, 28, 1}, {3, 3, 1, 32}, {}, pool2x2, true, DType::f32},
+      {{2, 28, 28, 1}, {3, 3, 1, 32}, {}, pool2x2, false, DType::f32},
+      // a row and a column no window covers, 40 channels, RGB over several passes
+      {{3, 11, 9, 3}, {3, 3, 3, 40}, {{1, 1}, Padding::same}, pool2x2, true, DType::f32},
+      // windows that overlap and a bf16 gradient: formed whole
+      {{2, 9, 10, 1}, {3, 3, 1, 20}, {}, pool3x3, true, DType::f32},
+      {{2, 12, 12, 1}, {3, 3, 1, 32}, {}, pool2x2, true, DType::bf16},
+  };
+  for (const PooledCase& c : cases) {
+    expect_pooled_gives_its_ops_bits(c);
+  }
+}
+
+TEST(PooledConv2DBackwardFilter, NamesItselfInShapeErrors) {
+  const Tensor x = random_tensor({1, 6, 6, 1}, -1, 1, 0, DType::f32);
+  const Tensor y = random_tensor({1, 4, 4, 8}, -1, 1, 0, DType::f32);
+  const Tensor wrong_pooled = random_tensor({1, 3, 3, 8}, -1, 1, 0, DType::f32);
+  Conv2DBackwardFilterAttrs filter_attrs;
+  filter_attrs.filter_shape = {3, 3, 1, 8};
+  const Attrs attrs =
+      pooled_conv2d_backward_filter_attrs(make_op_attrs<K::max_pool2d_backward>({}),
+                                          make_op_attrs<K::conv2d_backward_filter>(filter_attrs));
+  const std::string message = error_of([&] {
+    call_op(K::pooled_conv2d_backward_filter, {x, wrong_pooled, y}, attrs);
+  });
+  EXPECT_NE(message.find("pooled_conv2d_backward_filter"), std::string::npos) << message;
+  EXPECT_NE(message.find("(1, 3, 3, 8)"), std::string::npos) << message;
 }
 
 }  // namespace

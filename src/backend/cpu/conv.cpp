@@ -11,9 +11,11 @@
 
 #include "backend/cpu/conv_few_channels.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/max_pool_band.h"
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/strided_copy.h"
 #include "backend/cpu/window_kernels.h"
+#include "ops/fused.h"
 #include "ops/op_attrs.h"
 #include "tandem/runtime.h"
 
@@ -661,12 +663,46 @@ void conv_kernel(const KernelContext& c) {
   conv_loops(c, g);
 }
 
+// pooled_conv2d_backward_filter (ops/fused.h): inputs x (N, H, W, C_in), pooled_dy
+// (N, PH, PW, C_out), y (N, OH, OW, C_out). Where the filter gradient runs on the few-channel
+// loops and the pooling's windows do not overlap, dy is formed a band of rows at a time inside
+// them; elsewhere it is formed whole, by max_pool2d_backward's kernel, and handed to
+// conv2d_backward_filter's.
+void pooled_conv_backward_filter_kernel(const KernelContext& c) {
+  const PooledFilterGradientParts parts = pooled_filter_gradient_parts(c.attrs);
+  const Tensor& x = c.inputs[0];          // (N, H, W, C_in)
+  const Tensor& pooled_dy = c.inputs[1];  // (N, PH, PW, C_out)
+  const Tensor& y = c.inputs[2];          // (N, OH, OW, C_out)
+#if defined(__x86_64__)
+  const char* op = op_name(c.kind);
+  const Window2D g = conv_window(op, x.shape(), c.outputs[0].shape(),
+                                 read_attrs<Conv2DOptions>(parts.filter_gradient));
+  const auto pool_attrs = op_attrs<OpKind::max_pool2d_backward>(parts.pool_gradient);
+  const Window2D pool = pool_window(op, y.shape(), pool_attrs);
+  const bool empty = x.numel() == 0 || y.numel() == 0 || pooled_dy.numel() == 0;
+  if (x.dtype() == DType::f32 && !empty && !deterministic() &&
+      few_channel_filter_gradient_fits(g) && windows_are_disjoint(pool)) {
+    return few_channel_pooled_conv_backward_filter(
+        g, pool, static_cast<const float*>(x.raw_data()),
+        static_cast<const float*>(pooled_dy.raw_data()), static_cast<const float*>(y.raw_data()),
+        pool_attrs.relu_masked, static_cast<float*>(c.outputs[0].raw_data()),
+        c.outputs.size() == 2 ? static_cast<float*>(c.outputs[1].raw_data()) : nullptr);
+  }
+#endif
+  const Tensor pool_inputs[] = {pooled_dy, y};
+  Tensor dy[] = {Tensor::empty(y.shape(), y.dtype())};  // (N, OH, OW, C_out)
+  max_pool_backward_kernel({OpKind::max_pool2d_backward, pool_inputs, dy, parts.pool_gradient});
+  const Tensor filter_inputs[] = {x, dy[0]};
+  conv_kernel({OpKind::conv2d_backward_filter, filter_inputs, c.outputs, parts.filter_gradient});
+}
+
 void register_conv_kernels(KernelTable& table) {
   const std::uint32_t floating = floating_dtypes_mask();
   for (OpKind kind :
        {OpKind::conv2d, OpKind::conv2d_backward_input, OpKind::conv2d_backward_filter}) {
     table.set(kind, conv_kernel, floating);
   }
+  table.set(OpKind::pooled_conv2d_backward_filter, pooled_conv_backward_filter_kernel, floating);
 }
 
 }  // namespace tandem::cpu

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/cpu/loops.h"
+#include "backend/cpu/max_pool_band.h"
 
 namespace tandem::cpu {
 namespace {
@@ -189,32 +190,28 @@ void filter_gradient_row(const Window2D& g, const WindowRows& rows, const float*
   });
 }
 
-}  // namespace
-
-bool few_channel_filter_gradient_fits(const Window2D& g) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  const std::int64_t entries = g.k_h * g.k_w * g.in_c;
-  return avx512 && entries <= kMaxWindowEntries && (entries <= kEntryTile || g.out_c > kLanes);
-}
-
-void few_channel_conv_backward_filter(const Window2D& g, const float* x, const float* dy,
-                                      float* d_filter, float* d_bias) {
+// The filter gradient summed over the output rows (n, oh), split across threads: each thread gets
+// its own adder from make_adder() and calls add(row, rows, sums, padded_c) for each of its rows
+// in order, adding that row's products to its sums (P + 1, padded_c) (the filter's P window
+// entries, then the bias); the threads' sums are then added in the order of their first rows
+// into d_filter and d_bias (where not null).
+template <typename MakeAdder>
+void sum_filter_gradient(const Window2D& g, MakeAdder&& make_adder, float* d_filter,
+                         float* d_bias) {
   const std::int64_t entries = g.k_h * g.k_w * g.in_c;
   const std::int64_t padded_c = (g.out_c + kChannelBlock - 1) / kChannelBlock * kChannelBlock;
-  // Each thread's sums (P + 1, padded_c), keyed by the first row of its share.
-  std::vector<std::pair<std::int64_t, std::vector<float>>> shares;
+  std::vector<std::pair<std::int64_t, std::vector<float>>> shares;  // (first row, sums)
   std::mutex shares_mutex;
-  const std::int64_t cost = g.out_w * entries * g.out_c;
-  parallel_for(g.batch * g.out_h, cost, [&](std::int64_t begin, std::int64_t end) {
+  const auto sum_rows = [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> sums(static_cast<std::size_t>((entries + 1) * padded_c), 0.0f);
     WindowRows rows(g);
-    for (std::int64_t row = begin; row < end; ++row) {
-      rows.load(x, row / g.out_h, row % g.out_h);
-      filter_gradient_row(g, rows, dy + row * g.out_w * g.out_c, sums.data(), padded_c);
-    }
+    auto add = make_adder();
+    for (std::int64_t row = begin; row < end; ++row)
+      add(row, rows, sums.data(), padded_c);
     const std::lock_guard lock(shares_mutex);
     shares.emplace_back(begin, std::move(sums));
-  });
+  };
+  parallel_for(g.batch * g.out_h, g.out_w * entries * g.out_c, sum_rows);
   std::sort(shares.begin(), shares.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   for (std::int64_t p = 0; p <= entries; ++p) {
@@ -227,6 +224,63 @@ void few_channel_conv_backward_filter(const Window2D& g, const float* x, const f
       out[co] = total;
     }
   }
+}
+
+}  // namespace
+
+bool few_channel_filter_gradient_fits(const Window2D& g) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  const std::int64_t entries = g.k_h * g.k_w * g.in_c;
+  return avx512 && entries <= kMaxWindowEntries && (entries <= kEntryTile || g.out_c > kLanes);
+}
+
+void few_channel_conv_backward_filter(const Window2D& g, const float* x, const float* dy,
+                                      float* d_filter, float* d_bias) {
+  const auto rows_adder = [&] {
+    return [&](std::int64_t row, WindowRows& rows, float* sums, std::int64_t padded_c) {
+      rows.load(x, row / g.out_h, row % g.out_h);
+      filter_gradient_row(g, rows, dy + row * g.out_w * g.out_c, sums, padded_c);
+    };
+  };
+  sum_filter_gradient(g, rows_adder, d_filter, d_bias);
+}
+
+void few_channel_pooled_conv_backward_filter(const Window2D& g, const Window2D& pool,
+                                             const float* x, const float* pooled_dy, const float* y,
+                                             bool relu_masked, float* d_filter, float* d_bias) {
+  const std::int64_t row_elements = g.out_w * g.out_c;
+  const auto band_adder = [&] {
+    // This thread's band of dy rows (the one pooled row `band_of` makes), a zero row for those
+    // no window covers, and max_pool_backward_band's scratch.
+    return [&, band = std::vector<float>(static_cast<std::size_t>(pool.k_h * row_elements)),
+            zeros = std::vector<float>(static_cast<std::size_t>(row_elements), 0.0f),
+            best = std::vector<float>(static_cast<std::size_t>(g.out_c)),
+            winner = std::vector<std::int32_t>(static_cast<std::size_t>(g.out_c)),
+            band_of = std::int64_t{-1}](std::int64_t row, WindowRows& rows, float* sums,
+                                        std::int64_t padded_c) mutable {
+      const std::int64_t n = row / g.out_h;
+      const std::int64_t oh = row % g.out_h;
+      // The pooled row whose window covers dy row oh, if one does (windows do not overlap).
+      const std::int64_t shifted = oh + pool.pad_before[0];
+      const std::int64_t ph = shifted / pool.strides[0];
+      const bool covered = shifted % pool.strides[0] < pool.k_h && ph < pool.out_h;
+      const float* dy_row = zeros.data();
+      if (covered) {
+        const std::int64_t unit = n * pool.out_h + ph;
+        if (band_of != unit) {
+          max_pool_backward_band(pool, pooled_dy, y, band.data(), relu_masked, n, ph, best.data(),
+                                 winner.data());
+          band_of = unit;
+        }
+        dy_row = band.data() + (oh - window_span(pool, 0, ph).first) * row_elements;
+      }
+      rows.load(x, n, oh);
+      filter_gradient_row(g, rows, dy_row, sums, padded_c);
+    };
+  };
+  // Row by row, as few_channel_conv_backward_filter: the same sums in the same order, so the same
+  // bits as the two ops one after the other.
+  sum_filter_gradient(g, band_adder, d_filter, d_bias);
 }
 
 }  // namespace tandem::cpu

@@ -20,4 +20,14 @@ bool few_channel_filter_gradient_fits(const Window2D& g);
 void few_channel_conv_backward_filter(const Window2D& g, const float* x, const float* dy,
                                       float* d_filter, float* d_bias);
 
+// The same for the gradient dy = max_pool2d_backward(pooled_dy, y) of a max pooling `pool` of y
+// (N, OH, OW, C_out) whose windows do not overlap (windows_are_disjoint), relu-masked where
+// relu_masked: pooled_conv2d_backward_filter. dy is formed one band of rows at a time in a buffer
+// of each thread's and summed from there, never written to memory whole; the rows are summed as
+// few_channel_conv_backward_filter sums them, so the result has the same bits as that function's
+// on max_pool2d_backward's dy.
+void few_channel_pooled_conv_backward_filter(const Window2D& g, const Window2D& pool,
+                                             const float* x, const float* pooled_dy, const float* y,
+                                             bool relu_masked, float* d_filter, float* d_bias);
+
 }  // namespace tandem::cpu

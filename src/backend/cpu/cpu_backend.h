@@ -27,6 +27,9 @@ void add_residual(const Tensor& residual, const Tensor& out, bool relu);
 // where oneDNN's int8 kernels are inexact (OnednnIsa::exact_int8).
 void conv_kernel(const KernelContext& c);
 void matmul_kernel(const KernelContext& c);
+// max_pool2d_backward's kernel, which pooled_conv2d_backward_filter's runs where it forms the
+// whole gradient.
+void max_pool_backward_kernel(const KernelContext& c);
 void register_reduction_kernels(KernelTable& table);
 void register_linalg_kernels(KernelTable& table);
 void register_conv_kernels(KernelTable& table);

@@ -1114,6 +1114,32 @@ void fused_cases(CaseList& list) {
                       call_op(K::fused_elementwise, x, fused_elementwise_attrs(program))};
                 },
             .compare_gradients = false});
+  // A first layer's filter gradient from the gradient of the relu and the 2x2 max pooling after
+  // it (a compiled step's fusion pass forms it on the CPU, where the few-channel loops form the
+  // gradient in bands): x (N, H, W, 1) to 20 channels, y the pooling's input, distinct values
+  // (every dtype picks the same maxima) of both signs (the relu mask matters).
+  list.add({.op = K::pooled_conv2d_backward_filter,
+            .name = "3x3_to_20_2x2_relu_masked",
+            .instance =
+                [](InputMaker& in) {
+                  const Shape x_shape{in.extent(1, 2, 2, 16), in.extent(4, 9, 12, 56),
+                                      in.extent(4, 9, 12, 56), 1};
+                  const Shape y_shape{x_shape[0], x_shape[1] - 2, x_shape[2] - 2, 20};
+                  const Shape pooled{y_shape[0], y_shape[1] / 2, y_shape[2] / 2, 20};
+                  Conv2DBackwardFilterAttrs filter_gradient;
+                  filter_gradient.filter_shape = {3, 3, 1, 20};
+                  filter_gradient.with_bias = true;
+                  const Attrs attrs = pooled_conv2d_backward_filter_attrs(
+                      make_op_attrs<K::max_pool2d_backward>({Pool2DOptions{}, true}),
+                      make_op_attrs<K::conv2d_backward_filter>(filter_gradient));
+                  return Instance{
+                      {in.uniform(x_shape), in.uniform(pooled), in.distinct(y_shape, {1, 2})},
+                      [attrs](const Inputs& x) {
+                        return call_op(K::pooled_conv2d_backward_filter, x, attrs);
+                      }};
+                },
+            .compare_gradients = false,
+            .uses_tf32 = true});
 }
 
 // Quantisation parameters live in f32 whatever x's dtype, on x's device.
