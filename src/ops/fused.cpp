@@ -143,14 +143,15 @@ std::vector<StablehloValue> lower_fused_elementwise(StablehloEmitter& emit,
   return {slots.back()};
 }
 
-// inputs: x (N, H, W, C_in), pooled_dy (N, PH, PW, C_out), y (N, OH, OW, C_out): the gradient
-// dy (N, OH, OW, C_out) by max_pool2d_backward's rule, then the filter gradient by
-// conv2d_backward_filter's, errors naming this op.
+// The gradient dy (N, OH, OW, C_out) by max_pool2d_backward's rule from inputs 1 and 2,
+// pooled_dy (N, PH, PW, C_out) and y (N, OH, OW, C_out); errors name `op`.
 TensorMeta pooled_gradient_meta(const char* op, std::span<const TensorMeta> in,
                                 const PooledFilterGradientParts& parts) {
   return op_def(OpKind::max_pool2d_backward).infer(op, in.subspan(1, 2), parts.pool_gradient)[0];
 }
 
+// inputs: x (N, H, W, C_in), pooled_dy, y: dy by max_pool2d_backward's rule, then the filter
+// (and bias) gradient by conv2d_backward_filter's, errors naming this op.
 std::vector<TensorMeta> infer_pooled_conv2d_backward_filter(const char* op,
                                                             std::span<const TensorMeta> in,
                                                             const Attrs& attrs) {
