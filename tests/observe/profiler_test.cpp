@@ -126,6 +126,11 @@ TEST(Profiler, SeesACompiledStepsNodesInTheirPhases) {
   ASSERT_NE(fused, nullptr) << table;
   EXPECT_EQ(fused->calls, 2);
   EXPECT_NE(find_row(report, "conv2d_backward_filter", "backward"), nullptr) << table;
+  // The first layer's filter gradient with the pooling's and relu's backward passes before it.
+  const observe::OpProfile* pooled =
+      find_row(report, "max_pool2d_backward+relu_backward+conv2d_backward_filter", "backward");
+  ASSERT_NE(pooled, nullptr) << table;
+  EXPECT_EQ(pooled->calls, 1);
   // The 8 weights' Adam updates as one multi-tensor update, its cost that of all of them.
   const observe::OpProfile* adam = find_row(report, "adam_update (multi-tensor)", "optimizer");
   ASSERT_NE(adam, nullptr) << table;
