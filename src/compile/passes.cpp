@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 #include <unordered_map>
 
 #include "ops/backend.h"
@@ -266,6 +267,18 @@ bool touches(const Graph& graph, const Node& node, int root) {
   return false;
 }
 
+// Whether no node strictly between `after` and `before` writes in place to a buffer that one of
+// `values` lives in: a node that reads them can move from `after` to `before`.
+bool unwritten_between(const Graph& graph, std::size_t after, std::size_t before,
+                       std::span<const int> values) {
+  for (std::size_t between = after + 1; between < before; ++between) {
+    if (!graph.writes(graph.nodes[between])) continue;
+    for (int value : values)
+      if (touches(graph, graph.nodes[between], graph.root(value))) return false;
+  }
+  return true;
+}
+
 // The nodes left after dropping those marked removed, with `replaced` taking the place of theirs.
 void keep_nodes(Graph& graph, const std::vector<bool>& removed,
                 std::map<std::size_t, Node>& replaced) {
@@ -312,11 +325,7 @@ void fuse_residual_adds(Graph& graph, PassCounts& counts) {
       // write between there and the add may change it.
       const auto residual_maker = producer.find(residual);
       if (residual_maker != producer.end() && residual_maker->second > place) continue;
-      bool safe = true;
-      for (std::size_t between = place + 1; between < n && safe; ++between)
-        safe = !graph.writes(graph.nodes[between]) ||
-               !touches(graph, graph.nodes[between], graph.root(residual));
-      if (!safe) continue;
+      if (!unwritten_between(graph, place, n, std::span<const int>(&residual, 1))) continue;
       visit_product(maker.kind, [&](auto kind) { fuse_add_into<decltype(kind)::value>(maker); });
       maker.inputs.push_back(residual);
       maker.outputs[0] = add.outputs[0];
@@ -386,12 +395,7 @@ void fuse_pooled_filter_gradients(Graph& graph, PassCounts& counts) {
     const Node& pooling = graph.nodes[place];
     if (pooling.kind != OpKind::max_pool2d_backward) continue;
     // The pooling's backward pass will run here: no write to what it reads may come in between.
-    bool safe = true;
-    for (std::size_t between = place + 1; between < n && safe; ++between)
-      if (graph.writes(graph.nodes[between]))
-        for (int read : pooling.inputs)
-          safe = safe && !touches(graph, graph.nodes[between], graph.root(read));
-    if (!safe) continue;
+    if (!unwritten_between(graph, place, n, pooling.inputs)) continue;
     gradient.attrs = pooled_conv2d_backward_filter_attrs(pooling.attrs, gradient.attrs);
     gradient.inputs = {gradient.inputs[0], pooling.inputs[0], pooling.inputs[1]};
     gradient.kind = OpKind::pooled_conv2d_backward_filter;
@@ -449,10 +453,7 @@ void fuse_elementwise_chains(Graph& graph, PassCounts& counts) {
         absorb = chain.members.size() + other.members.size() + 1 <= kMaxFusedInstructions;
         // Its nodes will run here: no write to the buffers they read may come in between.
         for (const std::size_t member : other.members)
-          for (std::size_t between = member + 1; between < n && absorb; ++between)
-            if (graph.writes(graph.nodes[between]))
-              for (int read : graph.nodes[member].inputs)
-                absorb = absorb && !touches(graph, graph.nodes[between], graph.root(read));
+          absorb = absorb && unwritten_between(graph, member, n, graph.nodes[member].inputs);
       }
       if (!absorb) {
         own_inputs.push_back(input);

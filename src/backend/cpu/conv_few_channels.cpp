@@ -10,8 +10,6 @@
 #include "backend/cpu/conv_few_channels.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -19,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/avx512.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/max_pool_band.h"
 
@@ -31,9 +30,9 @@ namespace {
 // entries (3x3 RGB: 0.83x), where a pass has one dy vector to load for each nine broadcasts; and
 // slower (0.78x at 64x64) on ResNet-50's 7x7 RGB stem.
 constexpr std::int64_t kMaxWindowEntries = 27;
-constexpr std::int64_t kLanes = 16;                 // floats in an AVX-512 vector
-constexpr std::int64_t kChannelBlock = 2 * kLanes;  // output channels a pass keeps in registers
-constexpr int kEntryTile = 9;                       // window entries per filter-gradient pass
+constexpr std::int64_t kChannelBlock =
+    2 * kAvx512Lanes;          // output channels a pass keeps in registers
+constexpr int kEntryTile = 9;  // window entries per filter-gradient pass
 
 // The input rows that one output row (n, oh) reads, padded with zeros: row kh holds input row
 // oh * stride - pad_top + kh * dilation, from input column -pad_left on, C_in values a column,
@@ -89,13 +88,6 @@ class WindowRows {
   std::vector<std::int64_t> offsets_;
 };
 
-// The first `count` lanes of a vector (none for count <= 0, all for count >= 16).
-__mmask16 lane_mask(std::int64_t count) {
-  if (count <= 0) return 0;
-  if (count >= kLanes) return 0xFFFF;
-  return static_cast<__mmask16>((1u << count) - 1);
-}
-
 // The channel block [block, block + 32) of output channels and its lanes present.
 struct ChannelBlock {
   std::int64_t block;
@@ -106,7 +98,7 @@ struct ChannelBlock {
 template <typename Body>
 void for_each_channel_block(std::int64_t out_c, Body&& body) {
   for (std::int64_t block = 0; block < out_c; block += kChannelBlock) {
-    body(ChannelBlock{block, lane_mask(out_c - block), lane_mask(out_c - block - kLanes)});
+    body(ChannelBlock{block, lane_mask(out_c - block), lane_mask(out_c - block - kAvx512Lanes)});
   }
 }
 
@@ -127,7 +119,7 @@ template <int Entries, int Halves>
     bias_acc[h] = _mm512_setzero_ps();
 #pragma GCC unroll 16
     for (int e = 0; e < Entries; ++e)
-      acc[e][h] = _mm512_loadu_ps(sums + e * stride + h * kLanes);
+      acc[e][h] = _mm512_loadu_ps(sums + e * stride + h * kAvx512Lanes);
   }
   const std::int64_t step = rows.column_step();
   for (std::int64_t ow = 0; ow < out_w; ++ow) {
@@ -136,7 +128,7 @@ template <int Entries, int Halves>
     __m512 dy_lanes[Halves];
 #pragma GCC unroll 16
     for (int h = 0; h < Halves; ++h) {
-      dy_lanes[h] = _mm512_maskz_loadu_ps(masks[h], dy + h * kLanes);
+      dy_lanes[h] = _mm512_maskz_loadu_ps(masks[h], dy + h * kAvx512Lanes);
       bias_acc[h] = _mm512_add_ps(bias_acc[h], dy_lanes[h]);
     }
 #pragma GCC unroll 16
@@ -151,9 +143,9 @@ template <int Entries, int Halves>
   for (int h = 0; h < Halves; ++h) {
 #pragma GCC unroll 16
     for (int e = 0; e < Entries; ++e)
-      _mm512_storeu_ps(sums + e * stride + h * kLanes, acc[e][h]);
+      _mm512_storeu_ps(sums + e * stride + h * kAvx512Lanes, acc[e][h]);
     if (bias_sums != nullptr) {
-      float* bias = bias_sums + h * kLanes;
+      float* bias = bias_sums + h * kAvx512Lanes;
       _mm512_storeu_ps(bias, _mm512_add_ps(_mm512_loadu_ps(bias), bias_acc[h]));
     }
   }
@@ -229,9 +221,9 @@ void sum_filter_gradient(const Window2D& g, MakeAdder&& make_adder, float* d_fil
 }  // namespace
 
 bool few_channel_filter_gradient_fits(const Window2D& g) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
   const std::int64_t entries = g.k_h * g.k_w * g.in_c;
-  return avx512 && entries <= kMaxWindowEntries && (entries <= kEntryTile || g.out_c > kLanes);
+  return cpu_has_avx512() && entries <= kMaxWindowEntries &&
+         (entries <= kEntryTile || g.out_c > kAvx512Lanes);
 }
 
 void few_channel_conv_backward_filter(const Window2D& g, const float* x, const float* dy,

@@ -13,10 +13,7 @@
 #include <type_traits>
 #include <utility>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
+#include "backend/cpu/avx512.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/max_pool_band.h"
 #include "backend/cpu/onednn.h"
@@ -538,11 +535,10 @@ namespace {
   const float* x_band = x + (n * g.in_h + 2 * oh) * row;               // (2, W, C)
   const float* dy_row = dy + (n * g.out_h + oh) * g.out_w * channels;  // (OW, C)
   for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
-    for (std::int64_t ch = 0; ch < channels; ch += 16) {
+    for (std::int64_t ch = 0; ch < channels; ch += kAvx512Lanes) {
       const std::int64_t left = 2 * ow * channels + ch;
       const std::int64_t cells[4] = {left, left + channels, row + left, row + left + channels};
-      const __mmask16 lanes =
-          channels - ch >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (channels - ch)) - 1);
+      const __mmask16 lanes = lane_mask(channels - ch);
       __m512 best = _mm512_maskz_loadu_ps(lanes, x_band + cells[0]);
       __mmask16 replaced[4] = {0, 0, 0, 0};
       for (int k = 1; k < 4; ++k) {
@@ -577,11 +573,11 @@ void max_pool_backward_band(const Window2D& g, const float* dy, const float* x, 
                             bool relu_masked, std::int64_t n, std::int64_t oh, float* best,
                             std::int32_t* winner) {
 #if defined(__x86_64__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
   const bool whole_2x2 = g.k_h == 2 && g.k_w == 2 && g.strides[0] == 2 && g.strides[1] == 2 &&
                          g.pad_before[0] == 0 && g.pad_before[1] == 0 && 2 * oh + 2 <= g.in_h &&
                          2 * g.out_w <= g.in_w;
-  if (avx512 && whole_2x2) return max_pool_2x2_backward_band(g, dy, x, dx_band, relu_masked, n, oh);
+  if (cpu_has_avx512() && whole_2x2)
+    return max_pool_2x2_backward_band(g, dy, x, dx_band, relu_masked, n, oh);
 #endif
   max_pool_backward_band_loop(g, dy, x, dx_band, relu_masked, n, oh, best, winner);
 }
