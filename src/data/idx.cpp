@@ -1,10 +1,12 @@
 // IDX files (the MNIST format): a 4-byte magic number 0x0000TTNN (TT the element type, NN the
 // number of dimensions), NN big-endian u32 extents, then the elements, big-endian, row-major.
 // InputFile reads gzip and plain files alike, so one path serves both.
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -237,6 +239,10 @@ class IdxNode final : public Node {
     label_width_ = labels.element_width;
     image_shape_.assign(images_.shape().begin() + 1, images_.shape().end());
     if (options.add_channel_axis && images_.rank() == 3) image_shape_.push_back(1);
+    const std::span<const std::int32_t> values(labels_.data<std::int32_t>(),
+                                               static_cast<std::size_t>(labels_.numel()));
+    labels_in_range_ =
+        std::ranges::all_of(values, [&](std::int32_t value) { return label_in_range(value); });
   }
 
   std::string name() const override { return "idx"; }
@@ -251,9 +257,8 @@ class IdxNode final : public Node {
         const IdxNode& node = node_;
         while (index_ < node.images_.dim(0)) {
           const std::int64_t index = index_++;
-          const Tensor label = row(node.labels_, index);  // ()
-          const std::int32_t value = *label.data<std::int32_t>();
-          if (node.options_.num_classes > 0 && (value < 0 || value >= node.options_.num_classes)) {
+          const std::int32_t value = node.labels_.data<std::int32_t>()[index];
+          if (!node.label_in_range(value)) {
             const std::string message =
                 node.labels_path_ + ": label " + std::to_string(value) + " of element " +
                 std::to_string(index) + " (byte " +
@@ -264,19 +269,43 @@ class IdxNode final : public Node {
             self_.record_skip(message);
             continue;
           }
-          const Tensor image = row(node.images_, index);  // (H, W)
-          Element element{{"image", Tensor::from_storage(image.storage(), image.storage_offset(),
-                                                         node.image_shape_, image.dtype())},
-                          {"label", label}};
-          element.set_origin(Origin{node.images_source_, index,
-                                    node.image_header_bytes_ + index * node.image_record_bytes_});
-          element.set_random_key(mix_keys(key_, static_cast<std::uint64_t>(index)));
-          return element;
+          return element_at(index);
         }
         return std::nullopt;
       }
 
+      // By position where no label is out of range (else reading in order raises or skips).
+      std::optional<std::int64_t> positions() override {
+        if (index_ > 0 || !node_.labels_in_range_) return std::nullopt;
+        return node_.images_.dim(0);
+      }
+
+      Element element_at(std::int64_t index) override {
+        const Tensor image = row(node_.images_, index);  // (H, W) as stored
+        Element element{{"image", Tensor::from_storage(image.storage(), image.storage_offset(),
+                                                       node_.image_shape_, image.dtype())},
+                        {"label", row(node_.labels_, index)}};
+        stamp(element, index);
+        return element;
+      }
+
+      Element gather(std::span<const std::int64_t> indices) override {
+        const auto count = static_cast<std::int64_t>(indices.size());
+        Shape image_shape{count};  // (B, H, W, 1)
+        image_shape.insert(image_shape.end(), node_.image_shape_.begin(), node_.image_shape_.end());
+        Element stacked{{"image", gather_rows(node_.images_, indices, image_shape)},
+                        {"label", gather_rows(node_.labels_, indices, {count})}};
+        stamp(stacked, indices.front());
+        return stacked;
+      }
+
      private:
+      void stamp(Element& element, std::int64_t index) const {
+        element.set_origin(Origin{node_.images_source_, index,
+                                  node_.image_header_bytes_ + index * node_.image_record_bytes_});
+        element.set_random_key(mix_keys(key_, static_cast<std::uint64_t>(index)));
+      }
+
       const IdxNode& node_;
       std::uint64_t key_;
       StageCounters& self_;
@@ -296,6 +325,11 @@ class IdxNode final : public Node {
   std::int64_t image_record_bytes_ = 0;  // one image in the file
   std::int64_t label_header_bytes_ = 0;
   std::int64_t label_width_ = 1;
+  bool labels_in_range_ = true;
+
+  bool label_in_range(std::int32_t value) const {
+    return options_.num_classes == 0 || (value >= 0 && value < options_.num_classes);
+  }
 };
 
 }  // namespace

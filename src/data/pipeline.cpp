@@ -110,27 +110,54 @@ std::string Node::describe() const {
   return text + name();
 }
 
+Element Stream::element_at(std::int64_t) {
+  throw Error("internal error: element_at() on a stream that does not read by position");
+}
+
+Element Stream::gather(std::span<const std::int64_t>) {
+  throw Error("internal error: gather() on a stream that does not read by position");
+}
+
 namespace {
 
-// Times the consumer's waits on a stage and counts what it hands out.
+// Times the consumer's waits on a stage and counts what it hands out, read in order or by
+// position.
 class CountedStream final : public Stream {
  public:
   CountedStream(std::unique_ptr<Stream> inner, StageCounters& counters)
       : inner_(std::move(inner)), counters_(counters) {}
 
   std::optional<Element> next() override {
-    const std::int64_t start = now_ns();
-    struct WaitClock {
-      StageCounters& counters;
-      std::int64_t start;
-      ~WaitClock() { counters.wait_ns.fetch_add(now_ns() - start, std::memory_order_relaxed); }
-    } clock{counters_, start};
+    const WaitClock clock{counters_, now_ns()};
     std::optional<Element> element = inner_->next();
     if (element) counters_.count_element(static_cast<std::int64_t>(element->nbytes()));
     return element;
   }
 
+  std::optional<std::int64_t> positions() override { return inner_->positions(); }
+
+  Element element_at(std::int64_t position) override {
+    const WaitClock clock{counters_, now_ns()};
+    Element element = inner_->element_at(position);
+    counters_.count_element(static_cast<std::int64_t>(element.nbytes()));
+    return element;
+  }
+
+  Element gather(std::span<const std::int64_t> positions) override {
+    const WaitClock clock{counters_, now_ns()};
+    Element stacked = inner_->gather(positions);
+    counters_.count_elements(static_cast<std::int64_t>(positions.size()),
+                             static_cast<std::int64_t>(stacked.nbytes()));
+    return stacked;
+  }
+
  private:
+  struct WaitClock {
+    StageCounters& counters;
+    std::int64_t start;
+    ~WaitClock() { counters.wait_ns.fetch_add(now_ns() - start, std::memory_order_relaxed); }
+  };
+
   std::unique_ptr<Stream> inner_;
   StageCounters& counters_;
 };

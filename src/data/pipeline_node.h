@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,21 @@ class Stream {
   virtual ~Stream() = default;
   // The next element; nothing at the end of the pass.
   virtual std::optional<Element> next() = 0;
+
+  // Reading by position, offered by streams over elements held in memory (tensor slices, IDX
+  // files) and by the stages that keep that (take, skip, a shuffle whose buffer holds the whole
+  // pass): the number of elements the pass gives, each then readable by its position in the
+  // pass's order without making the ones before it. Nothing where the stream can only go in
+  // order (files read as they go, maps, elements that may be skipped), or once next() was
+  // called. A consumer reads one way or the other, never both. A full shuffle then permutes
+  // positions instead of holding every element, and a batch copies rows straight into its
+  // tensors instead of making an element of each.
+  virtual std::optional<std::int64_t> positions() { return std::nullopt; }
+  // The element at `position` (below positions()), as next() would give it.
+  virtual Element element_at(std::int64_t position);
+  // The elements at `positions` stacked along a new first axis, as batch() stacks them, with
+  // the first one's origin and random key.
+  virtual Element gather(std::span<const std::int64_t> positions);
 };
 
 struct PassState {

@@ -2,6 +2,8 @@
 // Rows of host tensors (slices along dimension 0), shared by TensorDataset and the pipeline's
 // tensor sources.
 #include <cstdint>
+#include <cstring>
+#include <span>
 
 #include "tandem/tensor.h"
 
@@ -30,6 +32,21 @@ inline Tensor row(const Tensor& tensor, std::int64_t index) {
       tensor.storage(),
       tensor.storage_offset() + static_cast<std::size_t>(index) * row_bytes(tensor), shape,
       tensor.dtype());
+}
+
+// Rows `indices` of `tensor` copied one after another into a new tensor of `shape` (the
+// count of indices, then the row's shape, or another shape of as many elements per row).
+inline Tensor gather_rows(const Tensor& tensor, std::span<const std::int64_t> indices,
+                          const Shape& shape) {
+  Tensor stacked = Tensor::empty(shape, tensor.dtype());  // (B, ...)
+  const std::size_t bytes = row_bytes(tensor);
+  TANDEM_ASSERT(stacked.nbytes() == indices.size() * bytes,
+                "gather_rows: the shape does not hold the rows");
+  const auto* rows = static_cast<const std::uint8_t*>(tensor.raw_data());
+  auto* out = static_cast<std::uint8_t*>(stacked.raw_data());
+  for (std::size_t i = 0; i < indices.size(); ++i)
+    std::memcpy(out + i * bytes, rows + static_cast<std::size_t>(indices[i]) * bytes, bytes);
+  return stacked;
 }
 
 }  // namespace tandem::data

@@ -64,11 +64,31 @@ class TensorSlicesNode final : public Node {
           : node_(node), key_(stream_key(pass, *node.source_)) {}
       std::optional<Element> next() override {
         if (index_ >= node_.count_) return std::nullopt;
+        return element_at(index_++);
+      }
+
+      std::optional<std::int64_t> positions() override {
+        if (index_ > 0) return std::nullopt;
+        return node_.count_;
+      }
+
+      Element element_at(std::int64_t index) override {
         Element element;
         for (const auto& [name, tensor] : node_.columns_)
-          element.set(name, row(tensor, index_));
-        stamp(element, node_.source_, index_++, key_);
+          element.set(name, row(tensor, index));
+        stamp(element, node_.source_, index, key_);
         return element;
+      }
+
+      Element gather(std::span<const std::int64_t> indices) override {
+        Element stacked;
+        for (const auto& [name, tensor] : node_.columns_) {
+          Shape shape = tensor.shape();  // (B, ...)
+          shape[0] = static_cast<std::int64_t>(indices.size());
+          stacked.set(name, gather_rows(tensor, indices, shape));
+        }
+        stamp(stacked, node_.source_, indices.front(), key_);
+        return stacked;
       }
 
      private:

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
+#include <span>
 
 #include "data/nodes.h"
 #include "tandem/random.h"
@@ -82,6 +84,10 @@ class ShuffleNode final : public Node {
           : input_(std::move(input)), capacity_(capacity), seed_(seed), stream_(stream) {}
 
       std::optional<Element> next() override {
+        if (by_position()) {
+          if (emitted_ == order_.size()) return std::nullopt;
+          return input_->element_at(shuffled(emitted_++));
+        }
         while (!input_done_ && buffer_.size() < capacity_) {
           std::optional<Element> element = input_->next();
           if (!element) {
@@ -111,7 +117,53 @@ class ShuffleNode final : public Node {
         return chosen;
       }
 
+      std::optional<std::int64_t> positions() override {
+        if (!by_position() || emitted_ > 0) return std::nullopt;
+        return static_cast<std::int64_t>(order_.size());
+      }
+
+      Element element_at(std::int64_t position) override {
+        return input_->element_at(shuffled(static_cast<std::size_t>(position)));
+      }
+
+      Element gather(std::span<const std::int64_t> positions) override {
+        std::vector<std::int64_t> input_positions;
+        input_positions.reserve(positions.size());
+        for (const std::int64_t position : positions)
+          input_positions.push_back(shuffled(static_cast<std::size_t>(position)));
+        return input_->gather(input_positions);
+      }
+
      private:
+      // A buffer that would hold the whole pass, over an input read by position: the shuffle
+      // permutes positions, drawing as the buffer would, and never holds an element.
+      bool by_position() {
+        if (!mode_chosen_) {
+          mode_chosen_ = true;
+          const std::optional<std::int64_t> count = input_->positions();
+          by_position_ = count && static_cast<std::size_t>(*count) <= capacity_;
+          if (by_position_) {
+            order_.resize(static_cast<std::size_t>(*count));
+            std::iota(order_.begin(), order_.end(), std::int64_t{0});
+          }
+        }
+        return by_position_;
+      }
+
+      // The input position the buffer would hand out `position`-th. The buffer's draw picks one
+      // of the positions not handed out yet, and the last one fills its gap; order_ keeps those
+      // left at its front and the ones handed out behind them, the first one last.
+      std::int64_t shuffled(std::size_t position) {
+        const std::size_t count = order_.size();
+        for (; drawn_ <= position; ++drawn_) {
+          const auto words = philox4x32(draws_++, stream_, seed_);
+          const std::uint64_t draw = (std::uint64_t{words[0]} << 32) | words[1];
+          const std::size_t left = count - drawn_;
+          std::swap(order_[draw % left], order_[left - 1]);
+        }
+        return order_[count - 1 - position];
+      }
+
       std::unique_ptr<Stream> input_;
       std::size_t capacity_;
       std::uint64_t seed_;
@@ -119,6 +171,11 @@ class ShuffleNode final : public Node {
       std::uint64_t draws_ = 0;
       bool input_done_ = false;
       std::vector<Element> buffer_;
+      bool mode_chosen_ = false;
+      bool by_position_ = false;
+      std::vector<std::int64_t> order_;  // by position: the input's positions, see shuffled()
+      std::size_t drawn_ = 0;
+      std::size_t emitted_ = 0;
     };
     const std::uint64_t stream = reshuffle_ ? context.pass : 0;
     return std::make_unique<ShuffleStream>(open_input(*this, context, self),
@@ -221,6 +278,7 @@ class BatchNode final : public Node {
       BatchStream(const BatchNode& node, std::unique_ptr<Stream> input)
           : node_(node), input_(std::move(input)) {}
       std::optional<Element> next() override {
+        if (by_position()) return next_gathered();
         std::vector<Element> elements;
         // Room for the batch up front, but not for a batch size far beyond any data set: the
         // vector grows as elements actually arrive.
@@ -242,8 +300,36 @@ class BatchNode final : public Node {
       }
 
      private:
+      // An input read by position (elements in memory, all of one shape) is copied row by row
+      // into the batch's tensors, without an element made for each.
+      bool by_position() {
+        if (!mode_chosen_) {
+          mode_chosen_ = true;
+          if (!node_.padded_) count_ = input_->positions();
+        }
+        return count_.has_value();
+      }
+
+      std::optional<Element> next_gathered() {
+        const std::int64_t size = std::min(node_.size_, *count_ - gathered_);
+        if (size <= 0 || (node_.drop_remainder_ && size < node_.size_)) {
+          input_.reset();
+          return std::nullopt;
+        }
+        positions_.resize(static_cast<std::size_t>(size));
+        std::iota(positions_.begin(), positions_.end(), gathered_);
+        gathered_ += size;
+        Element batch = input_->gather(positions_);
+        batch.set_random_key(batch_key(batch.random_key()));
+        return batch;
+      }
+
       const BatchNode& node_;
       std::unique_ptr<Stream> input_;
+      bool mode_chosen_ = false;
+      std::optional<std::int64_t> count_;  // by position: the input's elements
+      std::int64_t gathered_ = 0;
+      std::vector<std::int64_t> positions_;
     };
     return std::make_unique<BatchStream>(*this, open_input(*this, context, self));
   }
@@ -356,8 +442,13 @@ class BatchNode final : public Node {
       batch.set(layout.name, std::move(stacked));
     }
     batch.set_origin(elements.front().origin());
-    batch.set_random_key(mix_keys(elements.front().random_key(), 0xBA7C4ull));
+    batch.set_random_key(batch_key(elements.front().random_key()));
     return batch;
+  }
+
+  // A batch's random key, from its first element's.
+  static std::uint64_t batch_key(std::uint64_t first_key) {
+    return mix_keys(first_key, 0xBA7C4ull);
   }
 
   std::int64_t size_;
@@ -404,6 +495,17 @@ class TakeNode final : public Node {
         }
         if (left_ > 0) --left_;
         return element;
+      }
+
+      // The first `count` of the input's positions.
+      std::optional<std::int64_t> positions() override {
+        const std::optional<std::int64_t> count = input_ ? input_->positions() : std::nullopt;
+        if (!count || left_ < 0) return count;
+        return std::min(*count, left_);
+      }
+      Element element_at(std::int64_t position) override { return input_->element_at(position); }
+      Element gather(std::span<const std::int64_t> positions) override {
+        return input_->gather(positions);
       }
 
      private:
@@ -493,6 +595,22 @@ class SkipNode final : public Node {
           }
         }
         return input_->next();
+      }
+
+      // The input's positions after the first `count`.
+      std::optional<std::int64_t> positions() override {
+        const std::optional<std::int64_t> count = input_->positions();
+        if (!count) return count;
+        return std::max<std::int64_t>(0, *count - to_skip_);
+      }
+      Element element_at(std::int64_t position) override {
+        return input_->element_at(position + to_skip_);
+      }
+      Element gather(std::span<const std::int64_t> positions) override {
+        std::vector<std::int64_t> input_positions(positions.begin(), positions.end());
+        for (std::int64_t& position : input_positions)
+          position += to_skip_;
+        return input_->gather(input_positions);
       }
 
      private:

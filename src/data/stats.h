@@ -17,10 +17,11 @@ struct StageCounters {
   StageCounters(std::string stage_name, bool is_asynchronous)
       : name(std::move(stage_name)), asynchronous(is_asynchronous) {}
 
-  void count_element(std::int64_t nbytes) {
-    elements.fetch_add(1, std::memory_order_relaxed);
+  void count_elements(std::int64_t count, std::int64_t nbytes) {
+    elements.fetch_add(count, std::memory_order_relaxed);
     bytes.fetch_add(nbytes, std::memory_order_relaxed);
   }
+  void count_element(std::int64_t nbytes) { count_elements(1, nbytes); }
   void add_busy(std::int64_t nanoseconds) {
     busy_ns.fetch_add(nanoseconds, std::memory_order_relaxed);
   }

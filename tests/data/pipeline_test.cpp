@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "data/idx_files.h"
+#include "data/pipeline_node.h"
 #include "support/errors.h"
 #include "tandem/pipeline.h"
 
@@ -215,6 +216,142 @@ TEST(PipelineShuffle, ASmallBufferOnlyMovesElementsSoFar) {
   const std::vector<std::int64_t> got = values(Pipeline::range(100).shuffle(4, 9));
   for (std::size_t position = 0; position < got.size(); ++position)
     EXPECT_LE(got[position], static_cast<std::int64_t>(position) + 3);
+}
+
+// ---- reading by position ----
+
+// Every batch of two passes: components (name, shape, type, bytes), origin and random key.
+std::vector<std::string> batch_records(const Pipeline& pipeline) {
+  std::vector<std::string> records;
+  for (const std::int64_t pass : {0, 1}) {
+    for (const Element& batch : pipeline.collect(pass)) {
+      std::string record = batch.origin().str() + " key " + std::to_string(batch.random_key());
+      for (const auto& [name, tensor] : batch) {
+        const auto* bytes = static_cast<const char*>(tensor.raw_data());
+        record += " " + name + " " + std::string(dtype_name(tensor.dtype())) +
+                  shape_str(tensor.shape()) + " " + std::string(bytes, bytes + tensor.nbytes());
+      }
+      records.push_back(std::move(record));
+    }
+  }
+  return records;
+}
+
+// A map that changes nothing, so the stages after it read element by element.
+Pipeline in_order(const Pipeline& source) {
+  return source.map([](Element element) { return element; }, {.name = "identity"});
+}
+
+// Each pipeline built on `source` by `stages`, against the same on a source read in order.
+void expect_same_batches_by_position(const Pipeline& source) {
+  const std::vector<std::pair<std::string, std::function<Pipeline(const Pipeline&)>>> chains{
+      {"shuffle(all).batch(8)", [](const Pipeline& p) { return p.shuffle(1000, 3).batch(8); }},
+      {"shuffle(count).batch(8, drop)",
+       [](const Pipeline& p) { return p.shuffle(p.cardinality(), 4).batch(8, true); }},
+      {"batch(9)", [](const Pipeline& p) { return p.batch(9); }},
+      {"take(50).shuffle(50).batch(7)",
+       [](const Pipeline& p) { return p.take(50).shuffle(50, 5).batch(7); }},
+      {"skip(10).shuffle(all).batch(16)",
+       [](const Pipeline& p) { return p.skip(10).shuffle(1000, 6).batch(16); }},
+      {"shuffle(all, fixed).map.batch(8)",
+       [](const Pipeline& p) {
+         return in_order(p.shuffle(1000, 7, /*reshuffle_each_iteration=*/false)).batch(8);
+       }},
+      {"shuffle(10).batch(8)", [](const Pipeline& p) { return p.shuffle(10, 8).batch(8); }},
+  };
+  for (const auto& [name, chain] : chains) {
+    EXPECT_EQ(batch_records(chain(source)), batch_records(chain(in_order(source)))) << name;
+  }
+}
+
+// How many elements a pass of `pipeline` offers by position (nothing: it reads in order), and
+// the same after one element was read in order.
+std::pair<std::optional<std::int64_t>, std::optional<std::int64_t>> offered_positions(
+    const Pipeline& pipeline) {
+  PassState state(PipelineOptions{}, 0);
+  const PassContext context{&state, 0};
+  const std::optional<std::int64_t> fresh =
+      open_stream(*pipeline.node(), context, nullptr, 0)->positions();
+  const std::unique_ptr<Stream> started = open_stream(*pipeline.node(), context, nullptr, 0);
+  started->next();
+  return {fresh, started->positions()};
+}
+
+TEST(PipelineByPosition, OfferedBySourcesInMemoryAndTheStagesThatKeepIt) {
+  const Pipeline slices =
+      Pipeline::from_tensor_slices({{"value", Tensor::from_vector<std::int64_t>(iota(20), {20})}});
+  using Offered = std::pair<std::optional<std::int64_t>, std::optional<std::int64_t>>;
+  EXPECT_EQ(offered_positions(slices), Offered(20, std::nullopt));
+  EXPECT_EQ(offered_positions(slices.shuffle(20, 1)), Offered(20, std::nullopt));
+  EXPECT_EQ(offered_positions(slices.take(5)), Offered(5, std::nullopt));
+  EXPECT_EQ(offered_positions(slices.skip(15)), Offered(5, std::nullopt));
+  EXPECT_EQ(offered_positions(slices.skip(25)), Offered(0, std::nullopt));
+  // A buffer smaller than the pass, a map, or a source read as it goes: in order only.
+  EXPECT_EQ(offered_positions(slices.shuffle(19, 1)), Offered());
+  EXPECT_EQ(offered_positions(in_order(slices)), Offered());
+  EXPECT_EQ(offered_positions(Pipeline::range(20)), Offered());
+}
+
+TEST(PipelineByPosition, TensorSlicesBatchAsElementByElement) {
+  const std::int64_t count = 103;
+  std::vector<float> pixels(static_cast<std::size_t>(count * 6));
+  std::iota(pixels.begin(), pixels.end(), 0.5f);
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(count));
+  std::iota(labels.begin(), labels.end(), 100);
+  expect_same_batches_by_position(
+      Pipeline::from_tensor_slices({{"image", Tensor::from_vector(pixels, {count, 3, 2})},
+                                    {"label", Tensor::from_vector(labels, {count})}}));
+}
+
+TEST(PipelineByPosition, IdxFilesBatchAsElementByElement) {
+  ScratchDir dir;
+  testing::write_tiny_fashion_mnist(dir.path(), 97, 1);
+  const IdxFiles files = fashion_mnist_files(dir.path().string(), "train");
+  expect_same_batches_by_position(Pipeline::idx(files.images, files.labels, {.num_classes = 10}));
+}
+
+TEST(PipelineByPosition, AFullShuffleCountsWhatItHandsOutAndKeepsNoElement) {
+  const Pipeline slices = Pipeline::from_tensor_slices(
+      {{"value", Tensor::from_vector<std::int64_t>(iota(100), {100})}});
+  ElementIterator iterator = slices.shuffle(100, 1).batch(30).start();
+  std::int64_t batches = 0;
+  while (iterator.next())
+    ++batches;
+  EXPECT_EQ(batches, 4);
+  const PipelineStats stats = iterator.stats();
+  ASSERT_EQ(stats.stages.size(), 3u);
+  for (const std::int64_t stage : {0, 1}) {
+    EXPECT_EQ(stats.stages[stage].elements, 100) << stats.stages[stage].name;
+    EXPECT_EQ(stats.stages[stage].bytes, 100 * 8) << stats.stages[stage].name;
+  }
+  EXPECT_EQ(stats.stages[2].elements, 4);
+  EXPECT_EQ(stats.stages[2].bytes, 100 * 8);
+}
+
+TEST(PipelineByPosition, LabelsOutOfRangeAreStillSkippedOrRaised) {
+  ScratchDir dir;
+  testing::write_file(dir.file("images"), testing::concat(testing::idx_header(0x08, {4, 1, 2}),
+                                                          {0, 1, 10, 11, 20, 21, 30, 31}));
+  testing::write_file(dir.file("labels"),
+                      testing::concat(testing::idx_header(0x08, {4}), {1, 12, 3, 4}));
+  const Pipeline skipping = Pipeline::idx(dir.file("images"), dir.file("labels"),
+                                          {.num_classes = 10, .on_error = OnError::skip});
+  ElementIterator iterator = skipping.shuffle(4, 2).batch(4).start();
+  const std::optional<Element> batch = iterator.next();
+  ASSERT_TRUE(batch.has_value());
+  std::vector<std::int32_t> got = batch->at("label").to_vector<std::int32_t>();
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<std::int32_t>{1, 3, 4}));
+  EXPECT_EQ(iterator.stats().skipped(), 1);
+  const Pipeline raising =
+      Pipeline::idx(dir.file("images"), dir.file("labels"), {.num_classes = 10});
+  try {
+    raising.shuffle(4, 2).batch(2).collect();
+    ADD_FAILURE() << "a label out of range was not raised";
+  } catch (const IoError& error) {
+    EXPECT_NE(std::string(error.what()).find("label 12 of element 1"), std::string::npos)
+        << error.what();
+  }
 }
 
 // ---- batch and padded_batch ----
