@@ -1,4 +1,5 @@
-// The process-wide deterministic-mode switch (tandem/runtime.h); kernels read it per call.
+// The process-wide switches kernels read per call (tandem/runtime.h): deterministic mode and
+// flushing denormals.
 #include <atomic>
 
 #include "tandem/runtime.h"
@@ -7,6 +8,7 @@ namespace tandem {
 namespace {
 
 std::atomic<bool> deterministic_mode{false};
+std::atomic<bool> flush_denormals_mode{true};
 
 }  // namespace
 
@@ -16,6 +18,14 @@ void set_deterministic(bool deterministic) {
 
 bool deterministic() {
   return deterministic_mode.load(std::memory_order_relaxed);
+}
+
+void set_flush_denormals(bool flush) {
+  flush_denormals_mode.store(flush, std::memory_order_relaxed);
+}
+
+bool flush_denormals() {
+  return flush_denormals_mode.load(std::memory_order_relaxed);
 }
 
 }  // namespace tandem

@@ -5,6 +5,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
+#include "backend/cpu/denormals.h"
 #include "backend/cpu/onednn.h"
 #include "tandem/runtime.h"
 
@@ -43,6 +44,10 @@ const KernelTable& kernels() {
 class CpuBackend final : public TableBackend {
  public:
   CpuBackend() : TableBackend(kernels()) {}
+  void run(const KernelContext& context) override {
+    const DenormalModeScope denormal_mode;
+    TableBackend::run(context);
+  }
   DeviceType device_type() const override { return DeviceType::cpu; }
   const char* name() const override { return "cpu"; }
   void synchronize() override {}
