@@ -290,11 +290,12 @@ class IdxNode final : public Node {
       }
 
       Element gather(std::span<const std::int64_t> indices) override {
-        const auto count = static_cast<std::int64_t>(indices.size());
-        Shape image_shape{count};  // (B, H, W, 1)
+        const Tensor images = gather_rows(node_.images_, indices);  // (B, H, W) as stored
+        Shape image_shape{images.dim(0)};                           // (B, H, W, 1)
         image_shape.insert(image_shape.end(), node_.image_shape_.begin(), node_.image_shape_.end());
-        Element stacked{{"image", gather_rows(node_.images_, indices, image_shape)},
-                        {"label", gather_rows(node_.labels_, indices, {count})}};
+        Element stacked{{"image", Tensor::from_storage(images.storage(), images.storage_offset(),
+                                                       image_shape, images.dtype())},
+                        {"label", gather_rows(node_.labels_, indices)}};
         stamp(stacked, indices.front());
         return stacked;
       }

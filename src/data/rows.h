@@ -34,14 +34,12 @@ inline Tensor row(const Tensor& tensor, std::int64_t index) {
       tensor.dtype());
 }
 
-// Rows `indices` of `tensor` copied one after another into a new tensor of `shape` (the
-// count of indices, then the row's shape, or another shape of as many elements per row).
-inline Tensor gather_rows(const Tensor& tensor, std::span<const std::int64_t> indices,
-                          const Shape& shape) {
-  Tensor stacked = Tensor::empty(shape, tensor.dtype());  // (B, ...)
+// Rows `indices` of `tensor`, in that order, copied into a new tensor (indices.size(), ...).
+inline Tensor gather_rows(const Tensor& tensor, std::span<const std::int64_t> indices) {
+  Shape shape = tensor.shape();
+  shape[0] = static_cast<std::int64_t>(indices.size());
+  Tensor stacked = Tensor::empty(shape, tensor.dtype());  // (indices.size(), ...)
   const std::size_t bytes = row_bytes(tensor);
-  TANDEM_ASSERT(stacked.nbytes() == indices.size() * bytes,
-                "gather_rows: the shape does not hold the rows");
   const auto* rows = static_cast<const std::uint8_t*>(tensor.raw_data());
   auto* out = static_cast<std::uint8_t*>(stacked.raw_data());
   for (std::size_t i = 0; i < indices.size(); ++i)

@@ -82,11 +82,8 @@ class TensorSlicesNode final : public Node {
 
       Element gather(std::span<const std::int64_t> indices) override {
         Element stacked;
-        for (const auto& [name, tensor] : node_.columns_) {
-          Shape shape = tensor.shape();  // (B, ...)
-          shape[0] = static_cast<std::int64_t>(indices.size());
-          stacked.set(name, gather_rows(tensor, indices, shape));
-        }
+        for (const auto& [name, tensor] : node_.columns_)
+          stacked.set(name, gather_rows(tensor, indices));
         stamp(stacked, node_.source_, indices.front(), key_);
         return stacked;
       }

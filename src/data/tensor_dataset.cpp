@@ -1,7 +1,6 @@
 // TensorDataset: examples are rows of two host tensors; an epoch visits them in order or in a
-// permutation drawn from (seed, epoch), and batches are gathered row by row with memcpy.
+// permutation drawn from (seed, epoch), and batches are gathered row by row (gather_rows).
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <span>
 #include <utility>
@@ -14,20 +13,6 @@
 
 namespace tandem::data {
 namespace {
-
-// The given rows of `source`, in that order, as a new tensor (rows.size(), ...).
-Tensor gather_rows(const Tensor& source, std::span<const std::int64_t> rows) {
-  Shape shape = source.shape();
-  shape[0] = static_cast<std::int64_t>(rows.size());
-  Tensor result = Tensor::empty(shape, source.dtype());  // (rows.size(), ...)
-  const std::size_t bytes = row_bytes(source);
-  const auto* in = static_cast<const unsigned char*>(source.raw_data());
-  auto* out = static_cast<unsigned char*>(result.raw_data());
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    std::memcpy(out + i * bytes, in + static_cast<std::size_t>(rows[i]) * bytes, bytes);
-  }
-  return result;
-}
 
 // Fisher-Yates driven by Philox keyed with the seed, the epoch in the counter's high word: the
 // order depends only on (seed, epoch, count), on every platform and standard library.
