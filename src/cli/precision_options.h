@@ -1,7 +1,8 @@
 #pragma once
 // `tandem train`'s options for numbers and memory: --precision (fp32, bf16, fp16: Keras' dtype
 // policies float32, mixed_bfloat16, mixed_float16), --memory-limit (a cap on what Tandem
-// allocates on the training devices) and --find-max-batch (the largest batch that fits).
+// allocates on the training devices), --find-max-batch (the largest batch that fits) and
+// --keep-denormals (IEEE gradual underflow in CPU kernels instead of flushing to zero).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -17,6 +18,7 @@ struct PrecisionOptions {
   std::string precision = "fp32";  // fp32, bf16, fp16
   std::size_t memory_limit = 0;    // bytes; 0: none
   bool find_max_batch = false;
+  bool keep_denormals = false;  // tandem::set_flush_denormals(false)
 };
 
 // The options: their help lines and parsing.

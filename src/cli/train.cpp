@@ -264,6 +264,7 @@ std::vector<std::pair<std::string, std::string>> training_configuration(
       {"--deterministic", options.checkpointing.deterministic ? "true" : "false"},
       {"--precision", options.precision.precision},
       {"--find-max-batch", options.precision.find_max_batch ? "true" : "false"},
+      {"--keep-denormals", options.precision.keep_denormals ? "true" : "false"},
       {"--jit", !options.jit   ? "default"
                 : *options.jit ? "on"
                                : "off"},
@@ -703,6 +704,7 @@ int run_train(const ParsedArgs& command_line) {
   }
   manual_seed(options.seed);
   set_deterministic(options.checkpointing.deterministic);
+  set_flush_denormals(!options.precision.keep_denormals);
   const std::string device = strategy_device(*strategy);
   if (chatty) describe_strategy(*strategy, options.strategy, options.batch_size, std::cout);
 
@@ -721,6 +723,7 @@ int run_train(const ParsedArgs& command_line) {
     std::cout << "precision: " << options.precision.precision << " ("
               << policy_name(options.precision.precision) << " dtype policy"
               << (options.precision.precision == "fp16" ? ", dynamic loss scaling" : "") << ")"
+              << (options.precision.keep_denormals ? ", denormals kept on the CPU" : "")
               << (options.precision.memory_limit > 0
                       ? ", memory limit " + format_memory_size(options.precision.memory_limit) +
                             " per device"

@@ -1,4 +1,4 @@
-// `tandem train --precision`, --memory-limit and --find-max-batch.
+// `tandem train --precision`, --memory-limit, --find-max-batch and --keep-denormals.
 #include <gtest/gtest.h>
 
 #include "cli/cli_runner.h"
@@ -45,6 +45,24 @@ TEST(PrecisionOptions, TrainsInBf16) {
   // Warned only where oneDNN has no bf16 kernels (a CPU without AVX-512).
   const std::optional<std::string> warning = cli::precision_warning("bf16", {Device::cpu()});
   EXPECT_EQ(result.err.find("warning"), warning ? 0 : std::string::npos) << result.err;
+}
+
+// The switch reaches the runtime (tests/backend/cpu/denormals_test.cpp checks what it does there)
+// and the run's report.
+TEST(PrecisionOptions, KeepDenormalsIsSaidAndReported) {
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 64, 16, 28, 28);
+  const std::string report = dir.file("report.json");
+  const CliResult result = run_cli({"train", "--keep-denormals", "--epochs", "1", "--threads", "1",
+                                    "--data-dir", dir.path().string(), "--report", report});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("float32 dtype policy), denormals kept on the CPU"), std::string::npos)
+      << result.out;
+  EXPECT_NE(slurp(report).find("\"keep-denormals\": true"), std::string::npos) << slurp(report);
+  const CliResult flushing =
+      run_cli({"train", "--epochs", "1", "--threads", "1", "--data-dir", dir.path().string()});
+  ASSERT_EQ(flushing.status, 0) << flushing.err;
+  EXPECT_EQ(flushing.out.find("denormals kept"), std::string::npos) << flushing.out;
 }
 
 // Without AVX-512 oneDNN has no bf16 kernels: bf16 runs on the loops, and one line says so and
