@@ -46,7 +46,10 @@ void set_worker_mode(bool flush) {
   thread_local Applied applied;
   const int threads = omp_get_max_threads();
   if (applied.flush == static_cast<int>(flush) && applied.threads == threads) return;
-  if (threads > 1 && !omp_in_parallel()) {
+  // Inside a parallel region (a kernel called from the caller's own OpenMP code) this thread's
+  // pool cannot be reached: the next kernel outside one sets it.
+  if (omp_in_parallel()) return;
+  if (threads > 1) {
 #pragma omp parallel num_threads(threads)
     {
       if (omp_get_thread_num() != 0) set_control_word(with_mode(control_word(), flush));

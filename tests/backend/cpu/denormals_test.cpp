@@ -1,6 +1,7 @@
 // CPU kernels flush denormals to zero unless told not to, on every thread they run on, and leave
 // the calling thread's own floating-point mode as it was.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <limits>
@@ -55,6 +56,22 @@ TEST(DenormalMode, TurnedOffKernelsKeepThemOnEveryThread) {
   EXPECT_TRUE(
       std::all_of(kept.begin(), kept.end(), [](float value) { return value == kDenormal; }));
   // And back on, the threads that kept them flush again.
+  const std::vector<float> flushed = denormals_times_one();
+  EXPECT_TRUE(std::all_of(flushed.begin(), flushed.end(), [](float value) { return value == 0; }));
+}
+
+// A kernel run inside the caller's own parallel region cannot set the kernel threads; the next
+// one outside does.
+TEST(DenormalMode, AKernelInsideTheCallersParallelRegionLeavesTheThreadsToTheNext) {
+  const testing::ScopedThreadCount threads(2);
+  {
+    const ScopedFlushDenormals keep(false);
+    denormals_times_one();  // both threads keep denormals now
+  }
+#pragma omp parallel num_threads(2)
+  {
+    if (omp_get_thread_num() == 0) denormals_times_one();
+  }
   const std::vector<float> flushed = denormals_times_one();
   EXPECT_TRUE(std::all_of(flushed.begin(), flushed.end(), [](float value) { return value == 0; }));
 }
