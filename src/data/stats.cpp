@@ -17,8 +17,14 @@ bool starts_with_any(const std::string& name, std::initializer_list<const char*>
 }
 
 bool is_reader(const std::string& name) {
-  return starts_with_any(name, {"idx", "cifar10", "tfrecord", "image_folder", "list_files",
-                                "generator", "cache(read"});
+  return starts_with_any(
+      name, {"cifar10", "tfrecord", "image_folder", "list_files", "generator", "cache(read"});
+}
+
+// Sources whose elements are in memory before the pass starts (IDX files are read whole when the
+// pipeline is built): their work is copying examples into batches, not reading.
+bool is_in_memory(const std::string& name) {
+  return starts_with_any(name, {"idx", "tensor_slices"});
 }
 
 std::string format(const char* pattern, auto... args) {
@@ -173,6 +179,12 @@ std::string PipelineStats::advice() const {
            " threads of the CPU budget: cache() its output if the data fits in memory or on "
            "disk, or make it lighter (random_resized_crop decodes only the crop, at a reduced "
            "DCT scale; a map after batch() transforms whole batches at once)";
+  }
+  if (is_in_memory(name)) {
+    return "none in the pipeline: " + name + " holds its examples in memory and does " + share +
+           " of its work copying them into batches (neither threads nor cache() speed that "
+           "up); the batches are made on whatever core the training threads leave free, which "
+           "a model this small keeps busy: more cores than training threads would end the wait";
   }
   if (is_reader(name)) {
     return "reading is the bottleneck (" + name + " does " + share +

@@ -739,6 +739,19 @@ TEST(PipelineStatistics, ASlowSourceIsToldToReadFilesInParallelOrCache) {
     EXPECT_NE(advice.find(part), std::string::npos) << part << " not in: " << advice;
 }
 
+// Data in memory is not read during the pass: neither interleave nor cache() would help.
+TEST(PipelineStatistics, ASourceInMemoryIsNotToldToReadInParallelOrCache) {
+  PipelineStats stats;
+  for (const auto& [name, busy] : std::vector<std::pair<std::string, double>>{
+           {"idx", 0.5}, {"shuffle(60000)", 0.1}, {"batch(128)", 0.2}, {"prefetch(autotune)", 0}})
+    stats.stages.push_back({.name = name, .busy_seconds = busy});
+  const std::string advice = stats.advice();
+  EXPECT_NE(advice.find("none in the pipeline: idx holds its examples in memory and does 62%"),
+            std::string::npos)
+      << advice;
+  EXPECT_EQ(advice.find("interleave("), std::string::npos) << advice;
+}
+
 TEST(PipelineAutotune, RaisesTheParallelismOfASlowMapWithinTheBudget) {
   const Pipeline pipeline = Pipeline::range(400)
                                 .map(
