@@ -81,10 +81,19 @@ class ShuffleNode final : public Node {
      public:
       ShuffleStream(std::unique_ptr<Stream> input, std::size_t capacity, std::uint64_t seed,
                     std::uint64_t stream)
-          : input_(std::move(input)), capacity_(capacity), seed_(seed), stream_(stream) {}
+          : input_(std::move(input)), capacity_(capacity), seed_(seed), stream_(stream) {
+        // A buffer that would hold the whole pass, over an input read by position: the shuffle
+        // permutes positions, drawing as the buffer would, and never holds an element.
+        const std::optional<std::int64_t> count = input_->positions();
+        by_position_ = count && static_cast<std::size_t>(*count) <= capacity_;
+        if (by_position_) {
+          order_.resize(static_cast<std::size_t>(*count));
+          std::iota(order_.begin(), order_.end(), std::int64_t{0});
+        }
+      }
 
       std::optional<Element> next() override {
-        if (by_position()) {
+        if (by_position_) {
           if (emitted_ == order_.size()) return std::nullopt;
           return input_->element_at(shuffled(emitted_++));
         }
@@ -118,7 +127,7 @@ class ShuffleNode final : public Node {
       }
 
       std::optional<std::int64_t> positions() override {
-        if (!by_position() || emitted_ > 0) return std::nullopt;
+        if (!by_position_ || emitted_ > 0) return std::nullopt;
         return static_cast<std::int64_t>(order_.size());
       }
 
@@ -135,21 +144,6 @@ class ShuffleNode final : public Node {
       }
 
      private:
-      // A buffer that would hold the whole pass, over an input read by position: the shuffle
-      // permutes positions, drawing as the buffer would, and never holds an element.
-      bool by_position() {
-        if (!mode_chosen_) {
-          mode_chosen_ = true;
-          const std::optional<std::int64_t> count = input_->positions();
-          by_position_ = count && static_cast<std::size_t>(*count) <= capacity_;
-          if (by_position_) {
-            order_.resize(static_cast<std::size_t>(*count));
-            std::iota(order_.begin(), order_.end(), std::int64_t{0});
-          }
-        }
-        return by_position_;
-      }
-
       // The input position the buffer would hand out `position`-th. The buffer's draw picks one
       // of the positions not handed out yet, and the last one fills its gap; order_ keeps those
       // left at its front and the ones handed out behind them, the first one last.
@@ -171,7 +165,6 @@ class ShuffleNode final : public Node {
       std::uint64_t draws_ = 0;
       bool input_done_ = false;
       std::vector<Element> buffer_;
-      bool mode_chosen_ = false;
       bool by_position_ = false;
       std::vector<std::int64_t> order_;  // by position: the input's positions, see shuffled()
       std::size_t drawn_ = 0;
@@ -275,10 +268,14 @@ class BatchNode final : public Node {
   std::unique_ptr<Stream> open(const PassContext& context, StageCounters& self) const override {
     class BatchStream final : public Stream {
      public:
+      // An input read by position (elements in memory, all of one shape) is copied row by row
+      // into the batch's tensors, without an element made for each.
       BatchStream(const BatchNode& node, std::unique_ptr<Stream> input)
-          : node_(node), input_(std::move(input)) {}
+          : node_(node),
+            input_(std::move(input)),
+            count_(node.padded_ ? std::nullopt : input_->positions()) {}
       std::optional<Element> next() override {
-        if (by_position()) return next_gathered();
+        if (count_) return next_gathered();
         std::vector<Element> elements;
         // Room for the batch up front, but not for a batch size far beyond any data set: the
         // vector grows as elements actually arrive.
@@ -300,16 +297,6 @@ class BatchNode final : public Node {
       }
 
      private:
-      // An input read by position (elements in memory, all of one shape) is copied row by row
-      // into the batch's tensors, without an element made for each.
-      bool by_position() {
-        if (!mode_chosen_) {
-          mode_chosen_ = true;
-          if (!node_.padded_) count_ = input_->positions();
-        }
-        return count_.has_value();
-      }
-
       std::optional<Element> next_gathered() {
         const std::int64_t size = std::min(node_.size_, *count_ - gathered_);
         if (size <= 0 || (node_.drop_remainder_ && size < node_.size_)) {
@@ -326,7 +313,6 @@ class BatchNode final : public Node {
 
       const BatchNode& node_;
       std::unique_ptr<Stream> input_;
-      bool mode_chosen_ = false;
       std::optional<std::int64_t> count_;  // by position: the input's elements
       std::int64_t gathered_ = 0;
       std::vector<std::int64_t> positions_;
