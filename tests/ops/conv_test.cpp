@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "ops/backend.h"
+#include "ops/op_attrs.h"
 #include "ops/window_test_support.h"
 
 namespace tandem {
@@ -151,6 +152,17 @@ std::vector<ConvCase> conv_cases() {
       // 3x3 filters on 2x2 images (ResNet-50's last stage from 64x64 inputs), whose filter
       // gradient runs as one product over the batch where oneDNN picks its GEMM kernel
       {{3, 2, 2, 64}, {3, 3, 64, 48}, options({1, 1}, Padding::same)},
+      // few positions for their channels, which run as products of the unrolled windows in f32
+      // (has_few_positions): a 1x1 filter on x as it stands, a strided 1x1 one on the positions
+      // it reads, windows that read padding, a strided and a dilated window (whose input
+      // gradients sum overlapping windows), and one like ResNet-50's 3x3 ones at 2x2 (from 64x64
+      // inputs)
+      {{2, 2, 2, 40}, {1, 1, 40, 24}, options({1, 1}, Padding::valid)},
+      {{2, 4, 4, 24}, {1, 1, 24, 40}, options({2, 2}, Padding::same)},
+      {{2, 3, 3, 16}, {3, 3, 16, 24}, options({1, 1}, Padding::same)},
+      {{2, 5, 5, 32}, {3, 3, 32, 16}, options({2, 2}, Padding::valid)},
+      {{1, 4, 4, 40}, {3, 3, 40, 8}, options({1, 1}, Padding::same, {2, 1})},
+      {{8, 2, 2, 256}, {3, 3, 256, 256}, options({1, 1}, Padding::same)},
   };
   for (int i = 0; i < 12; ++i) {
     cases.push_back(random_conv_case());
@@ -259,6 +271,28 @@ TEST(Conv2D, ConcurrentCallsFromTwoThreads) {
   }
   other.join();
   EXPECT_TRUE(all_equal);
+}
+
+// A convolution with few positions for its channels, run as a product of its unrolled windows,
+// takes a residual and relu as post-ops with the bits of the convolution, add and relu apart,
+// and reads a filter that changed between calls.
+TEST(Conv2D, FewPositionsFuseAResidualAndReadNewFilters) {
+  const Tensor x = random_tensor({4, 2, 2, 32}, -1, 1, 0, DType::f32);
+  const Tensor bias = random_tensor({48}, -1, 1, 0, DType::f32);
+  const Tensor residual = random_tensor({4, 2, 2, 48}, -1, 1, 0, DType::f32);
+  const Conv2DOptions same = options({1, 1}, Padding::same);
+  for (int round = 0; round < 2; ++round) {
+    const Tensor filter = random_tensor({3, 3, 32, 48}, -1, 1, 0, DType::f32);
+    const Tensor fused = call_op(OpKind::conv2d, {x, filter, bias, residual},
+                                 make_op_attrs<OpKind::conv2d>({same, true, true}))[0];
+    EXPECT_EQ(fused.to_vector<float>(),
+              relu(conv2d(x, filter, bias, same) + residual).to_vector<float>());
+    expect_close(
+        fused,
+        relu(conv2d(cast(x, DType::f64), cast(filter, DType::f64), cast(bias, DType::f64), same) +
+             cast(residual, DType::f64)),
+        1e-4, "round " + std::to_string(round));
+  }
 }
 
 TEST(Conv2D, EmptyBatch) {

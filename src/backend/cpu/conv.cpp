@@ -260,25 +260,33 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Window2D& g, const Co
           onednn_engine()};
 }
 
+// A forward convolution: oneDNN's convolution primitive, or a matrix product of x's unrolled
+// windows with the filter (build_forward_product), whose descs are then 2-D: x the windows
+// (N*OH*OW, KH*KW*C_in), y (N*OH*OW, C_out), the filter (KH*KW*C_in, C_out) as it stands.
 struct ConvForward {
-  dnnl::convolution_forward primitive;
+  dnnl::primitive primitive;
   ConvDescs descs;
   FilterReorder filter;
   // A fused residual oneDNN could not take as a post-op (bf16, where adding before rounding
   // would change the bits, or only its reference kernel): added, and relu applied, afterwards.
   bool residual_after = false;
-  // Set where the primitive is the unit-stride convolution of the positions a strided 1x1
-  // convolution of this geometry reads, packed (descs.x).
-  std::optional<Window2D> packs_from;
+  // Set where the primitive reads the windows of x in this geometry unrolled into rows
+  // (unroll_windows into descs.x) rather than x: the positions a strided 1x1 convolution reads,
+  // packed for the unit-stride convolution of them, or a product's windows.
+  std::optional<Window2D> unrolls;
 };
 
+// An input gradient: oneDNN's primitive, or the product dy (N*OH*OW, C_out) x filter^T
+// (C_out, KH*KW*C_in), the filter read transposed where it stands (build_backward_input_product).
 struct ConvBackwardInput {
-  dnnl::convolution_backward_data primitive;
+  dnnl::primitive primitive;
   ConvDescs descs;
   FilterReorder filter;
-  // Set where the primitive is the unit-stride gradient of the positions a strided 1x1
-  // convolution of this geometry reads (descs.x packed), scattered into dx afterwards.
-  std::optional<Window2D> scatters_to;
+  // Set where the primitive computes the gradient of x's windows in this geometry, unrolled
+  // (descs.x), which fold_windows sums into dx afterwards: the packed positions of a strided 1x1
+  // convolution, or a product's windows.
+  std::optional<Window2D> folds_into;
+  bool product = false;  // a matmul, whose arguments are SRC, WEIGHTS and DST
 };
 
 // A filter gradient as one matrix product over the whole batch, its windows unrolled into rows:
@@ -303,7 +311,21 @@ struct ConvBackwardFilter {
   std::optional<FilterGradientProduct> product;
 };
 
-// A fused residual and relu are post-ops, applied to each result before it is stored.
+// The primitive descriptor build(residual, relu) makes with a fused residual and relu as post-ops,
+// applied to each result before it is stored; without either where `residual_after` is set or
+// only oneDNN's reference kernel takes the residual (residual_after is then set: the caller adds
+// it, and applies relu, afterwards).
+template <typename Build>
+auto build_with_post_ops(Build build, Residual residual, bool fused_relu, bool& residual_after) {
+  auto pd = build(residual_after ? Residual::none : residual, fused_relu && !residual_after);
+  if (residual != Residual::none && !residual_after &&
+      is_reference_implementation(pd.impl_info_str())) {
+    residual_after = true;
+    pd = build(Residual::none, false);
+  }
+  return pd;
+}
+
 ConvForward build_forward_as_given(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
                                    Residual residual) {
   const ConvDescs descs = conv_descs(g, dtype, with_bias);
@@ -315,13 +337,8 @@ ConvForward build_forward_as_given(const Window2D& g, DType dtype, bool with_bia
                                         onednn_padding_l(g), onednn_padding_r(g)),
         fused_post_ops(post_op, descs.y, relu), onednn_engine());
   };
-  const bool fused_add = residual != Residual::none;
-  bool residual_after = fused_add && dtype != DType::f32;
-  auto pd = build(residual_after ? Residual::none : residual, fused_relu && !residual_after);
-  if (fused_add && !residual_after && is_reference_implementation(pd.impl_info_str())) {
-    residual_after = true;
-    pd = build(Residual::none, false);
-  }
+  bool residual_after = residual != Residual::none && dtype != DType::f32;
+  const auto pd = build_with_post_ops(build, residual, fused_relu, residual_after);
   return {dnnl::convolution_forward(pd), descs,
           make_filter_reorder(descs.ours, pd.weights_desc(), true), residual_after, std::nullopt};
 }
@@ -360,8 +377,8 @@ std::string implementation(const dnnl::primitive& primitive) {
 // batch 1, 11.9 against 3.2 ms at batch 8, the packing included). Such a convolution runs as a
 // copy that packs the positions it reads and the unit-stride convolution of them, where that one
 // gets the 1x1 kernel; the others run as given.
-ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
-                          Residual residual) {
+ConvForward build_forward_primitive(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
+                                    Residual residual) {
   ConvForward as_given = build_forward_as_given(g, dtype, with_bias, fused_relu, residual);
   if (!reads_strided_positions_only(g) ||
       implementation(as_given.primitive).rfind("jit:", 0) != 0) {
@@ -370,7 +387,7 @@ ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias, bool f
   ConvForward packed =
       build_forward_as_given(on_packed_positions(g), dtype, with_bias, fused_relu, residual);
   if (implementation(packed.primitive).find("1x1") == std::string::npos) return as_given;
-  packed.packs_from = g;
+  packed.unrolls = g;
   return packed;
 }
 
@@ -382,7 +399,7 @@ ConvBackwardInput build_backward_input_as_given(const Window2D& g, DType dtype) 
           onednn_dilates(g), onednn_padding_l(g), onednn_padding_r(g)),
       onednn_engine(), forward_pd(g, descs));
   return {dnnl::convolution_backward_data(pd), descs,
-          make_filter_reorder(descs.ours, pd.weights_desc(), true), std::nullopt};
+          make_filter_reorder(descs.ours, pd.weights_desc(), true), std::nullopt, false};
 }
 
 // A strided 1x1 convolution that reads only strided positions has a gradient that is zero
@@ -390,10 +407,10 @@ ConvBackwardInput build_backward_input_as_given(const Window2D& g, DType dtype) 
 // packed and scattered, never through oneDNN 2.6's own strided 1x1 backward-data kernel, which
 // writes past a buffer of its own on some geometries (valgrind: jit_1x1:avx2 with iw3 ow1 sw3,
 // a wrong result under ASan).
-ConvBackwardInput build_backward_input(const Window2D& g, DType dtype) {
+ConvBackwardInput build_backward_input_primitive(const Window2D& g, DType dtype) {
   if (!reads_strided_positions_only(g)) return build_backward_input_as_given(g, dtype);
   ConvBackwardInput packed = build_backward_input_as_given(on_packed_positions(g), dtype);
-  packed.scatters_to = g;
+  packed.folds_into = g;
   return packed;
 }
 
@@ -426,17 +443,97 @@ std::optional<FilterGradientProduct> filter_gradient_product(const Window2D& g, 
 // 470 MB).
 constexpr std::int64_t kMaxPatchBytes = std::int64_t{64} << 20;
 
+// Whether a convolution has few output positions for its channels: N*OH*OW at most the larger
+// channel count, its unrolled windows within kMaxPatchBytes in f32. Such an f32 convolution runs
+// as matrix products of the unrolled windows with the filter as it stands, in all three
+// directions (build_forward_product, build_backward_input_product, FilterGradientProduct).
+// oneDNN 2.6's direct kernels are slow on them, and each call reorders the whole filter into
+// their blocked layout (and the filter gradient out of one) for little work: ResNet-50's 3x3
+// 512-channel convolution at 2x2 (from 64x64 inputs, batch 16, 64 positions) took 4.9 ms forward
+// (3.6 the convolution, the rest the 9.4 MB filter's reorder), 2.2 ms backward to x and 3.8 ms to
+// the filter on an AMX Xeon (2 threads), against 1.4, 1.2 and 1.1 ms as products; its 1x1
+// 2048-to-512 one 1.9, 0.8 and 1.2 ms against 0.55, 0.49 and 0.43. At 4x4 (256 positions,
+// 256-1024 channels) the products were 0-25% faster, bar the 3x3 one's input gradient (1.13
+// against 0.97 ms); from 1024 positions on (8x8, 128-512 channels) the primitives were as fast or
+// faster, up to 1.5x at 16x16 with 64 channels (bench/RESULTS.md, 2026-12-05 evening).
+bool has_few_positions(const Window2D& g) {
+  return patch_rows(g) <= std::max(g.in_c, g.out_c) &&
+         patch_rows(g) * patch_columns(g) * std::int64_t{4} <= kMaxPatchBytes;
+}
+
+// Whether x is its own unrolled windows: a 1x1 window at unit stride without padding.
+bool windows_are_input(const Window2D& g) {
+  return g.k_h == 1 && g.k_w == 1 && g.strides == std::array<std::int64_t, 2>{1, 1} &&
+         g.pad_before == std::array<std::int64_t, 2>{0, 0} &&
+         g.pad_after == std::array<std::int64_t, 2>{0, 0};
+}
+
+// Row-major (rows, columns) f32.
+memory::desc f32_matrix(std::int64_t rows, std::int64_t columns) {
+  return memory::desc({rows, columns}, memory::data_type::f32, memory::dims{columns, 1});
+}
+
+// y (N*OH*OW, C_out) = windows (N*OH*OW, KH*KW*C_in) x filter (KH*KW*C_in, C_out) + bias, with
+// the residual and relu as post-ops.
+ConvForward build_forward_product(const Window2D& g, bool with_bias, bool fused_relu,
+                                  Residual residual) {
+  const memory::desc filter = f32_matrix(patch_columns(g), g.out_c);
+  const ConvDescs descs{f32_matrix(patch_rows(g), patch_columns(g)),
+                        f32_matrix(patch_rows(g), g.out_c), filter,
+                        with_bias ? f32_matrix(1, g.out_c) : memory::desc(), filter};
+  const auto build = [&](Residual post_op, bool relu) {
+    return dnnl::matmul::primitive_desc(
+        dnnl::matmul::desc(descs.x, descs.filter, descs.bias, descs.y),
+        fused_post_ops(post_op, descs.y, relu), onednn_engine());
+  };
+  bool residual_after = false;
+  const auto pd = build_with_post_ops(build, residual, fused_relu, residual_after);
+  return {dnnl::matmul(pd), descs, make_filter_reorder(filter, filter, true), residual_after,
+          windows_are_input(g) ? std::nullopt : std::optional<Window2D>(g)};
+}
+
+// d_windows (N*OH*OW, KH*KW*C_in) = dy (N*OH*OW, C_out) x filter^T, folded into dx afterwards.
+ConvBackwardInput build_backward_input_product(const Window2D& g) {
+  const memory::desc filter_transposed({g.out_c, patch_columns(g)}, memory::data_type::f32,
+                                       memory::dims{1, g.out_c});
+  const ConvDescs descs{f32_matrix(patch_rows(g), patch_columns(g)),
+                        f32_matrix(patch_rows(g), g.out_c), filter_transposed, memory::desc(),
+                        filter_transposed};
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(descs.y, descs.filter, descs.x),
+                                        onednn_engine());
+  return {dnnl::matmul(pd), descs, make_filter_reorder(filter_transposed, filter_transposed, true),
+          windows_are_input(g) ? std::nullopt : std::optional<Window2D>(g), true};
+}
+
+// `products`: whether few-position f32 convolutions may run as products (has_few_positions); not
+// in deterministic mode, where oneDNN's product may split its sums across threads.
+ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
+                          Residual residual, bool products) {
+  if (products && dtype == DType::f32 && has_few_positions(g)) {
+    return build_forward_product(g, with_bias, fused_relu, residual);
+  }
+  return build_forward_primitive(g, dtype, with_bias, fused_relu, residual);
+}
+
+ConvBackwardInput build_backward_input(const Window2D& g, DType dtype, bool products) {
+  if (products && dtype == DType::f32 && has_few_positions(g)) {
+    return build_backward_input_product(g);
+  }
+  return build_backward_input_primitive(g, dtype);
+}
+
 // oneDNN 2.6 computes some filter gradients with its im2col-and-GEMM kernel ("gemm:jit"), one
 // image at a time, so that each product sums over one image's output positions only. Where those
 // are few (ResNet-50's 3x3 512-channel convolutions at 2x2, from 64x64 inputs: 4 positions) that
 // kernel ran at 20 GFLOP/s on an AVX2 CPU, against 80-100 for its direct kernels on the
 // neighbouring layers. Such a gradient runs as one product over the whole batch instead
 // (FilterGradientProduct): 15.3 -> 2.1 ms a call at batch 16 in oneDNN's timings of the two, and
-// the unrolling copies 1.2 MB. So does a strided 1x1 convolution's that reads strided positions
-// only (its unrolled windows are those positions, packed): oneDNN 2.6's strided 1x1 kernels read
-// and write past buffers of their own on some geometries (see build_backward_input), which gave
-// filter gradients that changed from run to run in a build with another heap layout. The others
-// run on the primitive oneDNN chose.
+// the unrolling copies 1.2 MB. So does one with few positions for its channels in f32
+// (has_few_positions), and a strided 1x1 convolution's that reads strided positions only (its
+// unrolled windows are those positions, packed): oneDNN 2.6's strided 1x1 kernels read and write
+// past buffers of their own on some geometries (see build_backward_input_primitive), which gave
+// filter gradients that changed from run to run in a build with another heap layout. The others run
+// on the primitive oneDNN chose.
 ConvBackwardFilter build_backward_filter(const Window2D& g, DType dtype, bool with_bias) {
   const ConvDescs descs = conv_descs(g, dtype, with_bias);
   const dnnl::convolution_backward_weights::primitive_desc pd(
@@ -449,7 +546,7 @@ ConvBackwardFilter build_backward_filter(const Window2D& g, DType dtype, bool wi
                             std::nullopt};
   const auto patch_bytes =
       patch_rows(g) * patch_columns(g) * static_cast<std::int64_t>(dtype_size(dtype));
-  if (reads_strided_positions_only(g) ||
+  if (reads_strided_positions_only(g) || (dtype == DType::f32 && has_few_positions(g)) ||
       (implementation(result.primitive).find("gemm") != std::string::npos &&
        patch_bytes <= kMaxPatchBytes)) {
     result.product = filter_gradient_product(g, dtype);
@@ -503,31 +600,45 @@ void unroll_windows(const Window2D& g, const Tensor& x, const memory& patches) {
   });
 }
 
-// The inverse of unroll_windows for a 1x1 window that reads strided positions only: `packed`
-// (N*OH*OW, C_in) written to those positions of dx (N, H, W, C_in), zeros everywhere else.
-void scatter_positions(const Window2D& g, const memory& packed, const Tensor& dx) {
-  const auto cell = static_cast<std::size_t>(g.in_c) * dtype_size(dx.dtype());
+// The adjoint of unroll_windows: dx (N, H, W, C_in) = the sum, over the windows that read each
+// position, of that window cell's gradient in `d_windows` (N*OH*OW, KH*KW*C_in); zero where no
+// window reads. Each thread owns whole images, so no two threads add into the same element.
+void fold_windows(const Window2D& g, const memory& d_windows, const Tensor& dx) {
   std::memset(dx.raw_data(), 0, dx.nbytes());
-  const auto* from = static_cast<const std::byte*>(packed.get_data_handle());
-  auto* to = static_cast<std::byte*>(dx.raw_data());
-  parallel_for(patch_rows(g), g.in_c, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t row = begin; row < end; ++row) {
-      const std::int64_t n = row / (g.out_h * g.out_w);
-      const std::int64_t ih = row / g.out_w % g.out_h * g.strides[0];
-      const std::int64_t iw = row % g.out_w * g.strides[1];
-      std::memcpy(to + static_cast<std::size_t>((n * g.in_h + ih) * g.in_w + iw) * cell,
-                  from + static_cast<std::size_t>(row) * cell, cell);
+  visit_dtype(dx.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<compute_type_t<T>>) {
+      using C = compute_type_t<T>;
+      const auto* from = static_cast<const T*>(d_windows.get_data_handle());
+      auto* to = static_cast<T*>(dx.raw_data());
+      const std::int64_t cost = g.out_h * g.out_w * patch_columns(g);
+      parallel_for(g.batch, cost, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t n = begin; n < end; ++n) {
+          for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
+            for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+              const T* cell = from + ((n * g.out_h + oh) * g.out_w + ow) * patch_columns(g);
+              for_each_window_cell(g, oh, ow, [&](auto kh, auto kw, auto ih, auto iw) {
+                const T* d_cell = cell + (kh * g.k_w + kw) * g.in_c;
+                T* dx_cell = to + ((n * g.in_h + ih) * g.in_w + iw) * g.in_c;
+                for (std::int64_t ci = 0; ci < g.in_c; ++ci) {
+                  dx_cell[ci] =
+                      convert_element<T>(static_cast<C>(dx_cell[ci]) + static_cast<C>(d_cell[ci]));
+                }
+              });
+            }
+          }
+        }
+      });
     }
   });
 }
 
-// x as the forward primitive reads it: the tensor itself, or the positions it reads, packed.
+// x as the forward primitive reads it: the tensor itself, or its windows unrolled.
 memory forward_input(const ConvForward& entry, const Tensor& x) {
-  if (!entry.packs_from) return wrap(entry.descs.x, x);
-  memory packed(entry.descs.x, onednn_engine());
-  // A 1x1 window without padding: the rows are the positions the strided convolution reads.
-  unroll_windows(*entry.packs_from, x, packed);
-  return packed;
+  if (!entry.unrolls) return wrap(entry.descs.x, x);
+  memory windows(entry.descs.x, onednn_engine());
+  unroll_windows(*entry.unrolls, x, windows);
+  return windows;
 }
 
 void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
@@ -545,8 +656,11 @@ void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
   key.push_back(with_bias);
   key.push_back(attrs.fused_relu);
   key.push_back(static_cast<std::int64_t>(residual));
-  const auto entry = cache.get(
-      key, [&] { return build_forward(g, dtype, with_bias, attrs.fused_relu, residual); });
+  const bool products = !deterministic();
+  key.push_back(products);
+  const auto entry = cache.get(key, [&] {
+    return build_forward(g, dtype, with_bias, attrs.fused_relu, residual, products);
+  });
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, forward_input(*entry, c.inputs[0])},
                                        {DNNL_ARG_WEIGHTS, forward_filter(key, *entry, c.inputs[1])},
                                        {DNNL_ARG_DST, wrap(entry->descs.y, y)}};
@@ -564,14 +678,17 @@ void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
 void conv_backward_input_onednn(const KernelContext& c, const Window2D& g) {
   static PrimitiveCache<ConvBackwardInput> cache(kCacheCapacity);
   const DType dtype = c.inputs[0].dtype();
-  const auto entry =
-      cache.get(window_key(c.kind, dtype, g), [&] { return build_backward_input(g, dtype); });
-  const memory dx = entry->scatters_to ? memory(entry->descs.x, onednn_engine())
-                                       : wrap(entry->descs.x, c.outputs[0]);
-  execute(entry->primitive, {{DNNL_ARG_DIFF_DST, wrap(entry->descs.y, c.inputs[0])},
-                             {DNNL_ARG_WEIGHTS, filter_for_primitive(entry->filter, c.inputs[1])},
-                             {DNNL_ARG_DIFF_SRC, dx}});
-  if (entry->scatters_to) scatter_positions(*entry->scatters_to, dx, c.outputs[0]);
+  const bool products = !deterministic();
+  PrimitiveKey key = window_key(c.kind, dtype, g);
+  key.push_back(products);
+  const auto entry = cache.get(key, [&] { return build_backward_input(g, dtype, products); });
+  const memory dx = entry->folds_into ? memory(entry->descs.x, onednn_engine())
+                                      : wrap(entry->descs.x, c.outputs[0]);
+  execute(entry->primitive,
+          {{entry->product ? DNNL_ARG_SRC : DNNL_ARG_DIFF_DST, wrap(entry->descs.y, c.inputs[0])},
+           {DNNL_ARG_WEIGHTS, filter_for_primitive(entry->filter, c.inputs[1])},
+           {entry->product ? DNNL_ARG_DST : DNNL_ARG_DIFF_SRC, dx}});
+  if (entry->folds_into) fold_windows(*entry->folds_into, dx, c.outputs[0]);
 }
 
 void conv_backward_filter_product(const KernelContext& c, const Window2D& g,
