@@ -252,6 +252,25 @@ TEST(Conv2D, ConstantFiltersAreKeptReorderedAndStayConstant) {
   }
 }
 
+// Constant filters with few positions for their channels: below 64 positions on the kept
+// reordered filter, from 64 on as products (products_allowed); each constant filter of the same
+// shape computes with its own values.
+TEST(Conv2D, ConstantFiltersWithFewPositions) {
+  for (const Shape& x_shape : {Shape{1, 2, 2, 64}, Shape{16, 2, 2, 64}}) {
+    const Tensor x = random_tensor(x_shape, -1, 1, 0, DType::f32);
+    for (int round = 0; round < 2; ++round) {
+      Tensor filter = random_tensor({3, 3, 64, 96}, -1, 1, 0, DType::f32);
+      const Tensor expected = conv2d(cast(x, DType::f64), cast(filter, DType::f64),
+                                     options({1, 1}, Padding::same));
+      filter.set_constant(true);
+      for (int call = 0; call < 2; ++call) {
+        expect_close(conv2d(x, filter, options({1, 1}, Padding::same)), expected, 1e-4,
+                     shape_str(x_shape) + ", round " + std::to_string(round));
+      }
+    }
+  }
+}
+
 TEST(Conv2D, ConcurrentCallsFromTwoThreads) {
   const Tensor x = random_tensor({4, 12, 12, 8}, -1, 1, 0, DType::f32);
   const Tensor filter = random_tensor({3, 3, 8, 16}, -1, 1, 0, DType::f32);
