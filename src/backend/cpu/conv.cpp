@@ -455,7 +455,7 @@ constexpr std::int64_t kMaxPatchBytes = std::int64_t{64} << 20;
 // 2048-to-512 one 1.9, 0.8 and 1.2 ms against 0.55, 0.49 and 0.43. At 4x4 (256 positions,
 // 256-1024 channels) the products were 0-25% faster, bar the 3x3 one's input gradient (1.13
 // against 0.97 ms); from 1024 positions on (8x8, 128-512 channels) the primitives were as fast or
-// faster, up to 1.5x at 16x16 with 64 channels (bench/RESULTS.md, 2026-12-05 evening).
+// faster, up to 1.5x at 16x16 with 64 channels (bench/RESULTS.md, 2026-12-05 mid-morning).
 bool has_few_positions(const Window2D& g) {
   return patch_rows(g) <= std::max(g.in_c, g.out_c) &&
          patch_rows(g) * patch_columns(g) * std::int64_t{4} <= kMaxPatchBytes;
