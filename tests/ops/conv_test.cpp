@@ -163,6 +163,10 @@ std::vector<ConvCase> conv_cases() {
       {{2, 5, 5, 32}, {3, 3, 32, 16}, options({2, 2}, Padding::valid)},
       {{1, 4, 4, 40}, {3, 3, 40, 8}, options({1, 1}, Padding::same, {2, 1})},
       {{8, 2, 2, 256}, {3, 3, 256, 256}, options({1, 1}, Padding::same)},
+      // and ones whose bf16 products need no padding on AMX (whole 64-channel blocks), plain
+      // and strided
+      {{4, 2, 2, 64}, {3, 3, 64, 128}, options({1, 1}, Padding::same)},
+      {{2, 4, 4, 64}, {3, 3, 64, 64}, options({2, 2}, Padding::same)},
   };
   for (int i = 0; i < 12; ++i) {
     cases.push_back(random_conv_case());
@@ -260,8 +264,8 @@ TEST(Conv2D, ConstantFiltersWithFewPositions) {
     const Tensor x = random_tensor(x_shape, -1, 1, 0, DType::f32);
     for (int round = 0; round < 2; ++round) {
       Tensor filter = random_tensor({3, 3, 64, 96}, -1, 1, 0, DType::f32);
-      const Tensor expected = conv2d(cast(x, DType::f64), cast(filter, DType::f64),
-                                     options({1, 1}, Padding::same));
+      const Tensor expected =
+          conv2d(cast(x, DType::f64), cast(filter, DType::f64), options({1, 1}, Padding::same));
       filter.set_constant(true);
       for (int call = 0; call < 2; ++call) {
         expect_close(conv2d(x, filter, options({1, 1}, Padding::same)), expected, 1e-4,
@@ -293,24 +297,27 @@ TEST(Conv2D, ConcurrentCallsFromTwoThreads) {
 }
 
 // A convolution with few positions for its channels, run as a product of its unrolled windows,
-// takes a residual and relu as post-ops with the bits of the convolution, add and relu apart,
-// and reads a filter that changed between calls.
+// takes a residual and relu (as post-ops in f32, afterwards in bf16) with the bits of the
+// convolution, add and relu apart, and reads a filter that changed between calls.
 TEST(Conv2D, FewPositionsFuseAResidualAndReadNewFilters) {
-  const Tensor x = random_tensor({4, 2, 2, 32}, -1, 1, 0, DType::f32);
-  const Tensor bias = random_tensor({48}, -1, 1, 0, DType::f32);
-  const Tensor residual = random_tensor({4, 2, 2, 48}, -1, 1, 0, DType::f32);
   const Conv2DOptions same = options({1, 1}, Padding::same);
-  for (int round = 0; round < 2; ++round) {
-    const Tensor filter = random_tensor({3, 3, 32, 48}, -1, 1, 0, DType::f32);
-    const Tensor fused = call_op(OpKind::conv2d, {x, filter, bias, residual},
-                                 make_op_attrs<OpKind::conv2d>({same, true, true}))[0];
-    EXPECT_EQ(fused.to_vector<float>(),
-              relu(conv2d(x, filter, bias, same) + residual).to_vector<float>());
-    expect_close(
-        fused,
-        relu(conv2d(cast(x, DType::f64), cast(filter, DType::f64), cast(bias, DType::f64), same) +
-             cast(residual, DType::f64)),
-        1e-4, "round " + std::to_string(round));
+  for (const auto& [dtype, tolerance] :
+       {std::pair{DType::f32, 1e-4}, std::pair{DType::bf16, 2e-2}}) {
+    const Tensor x = random_tensor({4, 2, 2, 64}, -1, 1, 0, dtype);
+    const Tensor bias = random_tensor({128}, -1, 1, 0, dtype);
+    const Tensor residual = random_tensor({4, 2, 2, 128}, -1, 1, 0, dtype);
+    for (int round = 0; round < 2; ++round) {
+      const Tensor filter = random_tensor({3, 3, 64, 128}, -1, 1, 0, dtype);
+      const Tensor fused = call_op(OpKind::conv2d, {x, filter, bias, residual},
+                                   make_op_attrs<OpKind::conv2d>({same, true, true}))[0];
+      const std::string label = std::string(dtype_name(dtype)) + ", round " + std::to_string(round);
+      EXPECT_EQ(fused.to_vector<float>(),
+                relu(conv2d(x, filter, bias, same) + residual).to_vector<float>())
+          << label;
+      const auto f64 = [](const Tensor& t) { return cast(t, DType::f64); };
+      expect_close(fused, relu(conv2d(f64(x), f64(filter), f64(bias), same) + f64(residual)),
+                   tolerance, label);
+    }
   }
 }
 

@@ -444,9 +444,10 @@ std::optional<FilterGradientProduct> filter_gradient_product(const Window2D& g, 
 constexpr std::int64_t kMaxPatchBytes = std::int64_t{64} << 20;
 
 // Whether a convolution has few output positions for its channels: N*OH*OW at most the larger
-// channel count, its unrolled windows within kMaxPatchBytes in f32. Such an f32 convolution runs
-// as matrix products of the unrolled windows with the filter as it stands, in all three
-// directions (build_forward_product, build_backward_input_product, FilterGradientProduct).
+// channel count, its unrolled windows within kMaxPatchBytes in f32. Such a convolution runs as
+// matrix products of the unrolled windows with the filter as it stands, in all three directions
+// (build_forward_product, build_backward_input_product, FilterGradientProduct), in f32, and in
+// bf16 where the product needs no padding (runs_unpadded).
 // oneDNN 2.6's direct kernels are slow on them, and each call reorders the whole filter into
 // their blocked layout (and the filter gradient out of one) for little work: ResNet-50's 3x3
 // 512-channel convolution at 2x2 (from 64x64 inputs, batch 16, 64 positions) took 4.9 ms forward
@@ -468,56 +469,67 @@ bool windows_are_input(const Window2D& g) {
          g.pad_after == std::array<std::int64_t, 2>{0, 0};
 }
 
-// Row-major (rows, columns) f32.
-memory::desc f32_matrix(std::int64_t rows, std::int64_t columns) {
-  return memory::desc({rows, columns}, memory::data_type::f32, memory::dims{columns, 1});
+// Whether a oneDNN product of (M, k) by (k, n) in `dtype` runs on the operands as they stand: f32
+// always; bf16 where its AMX product needs no zero padding (onednn_matmul_extents), which would
+// take a padded copy of the filter on every call. ResNet's channel counts need none.
+bool runs_unpadded(DType dtype, std::int64_t k, std::int64_t n) {
+  if (dtype == DType::f32) return true;
+  const MatmulExtents extents = onednn_matmul_extents(k, n, dtype);
+  return dtype == DType::bf16 && extents.k == k && extents.n == n;
+}
+
+// Row-major (rows, columns).
+memory::desc matrix(std::int64_t rows, std::int64_t columns, DType dtype) {
+  return memory::desc({rows, columns}, *onednn_data_type(dtype), memory::dims{columns, 1});
 }
 
 // y (N*OH*OW, C_out) = windows (N*OH*OW, KH*KW*C_in) x filter (KH*KW*C_in, C_out) + bias, with
-// the residual and relu as post-ops.
-ConvForward build_forward_product(const Window2D& g, bool with_bias, bool fused_relu,
+// the residual and relu as post-ops (in bf16 added afterwards, as build_forward_as_given does).
+ConvForward build_forward_product(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
                                   Residual residual) {
-  const memory::desc filter = f32_matrix(patch_columns(g), g.out_c);
-  const ConvDescs descs{f32_matrix(patch_rows(g), patch_columns(g)),
-                        f32_matrix(patch_rows(g), g.out_c), filter,
-                        with_bias ? f32_matrix(1, g.out_c) : memory::desc(), filter};
+  const memory::desc filter = matrix(patch_columns(g), g.out_c, dtype);
+  const ConvDescs descs{matrix(patch_rows(g), patch_columns(g), dtype),
+                        matrix(patch_rows(g), g.out_c, dtype), filter,
+                        with_bias ? matrix(1, g.out_c, dtype) : memory::desc(), filter};
   const auto build = [&](Residual post_op, bool relu) {
     return dnnl::matmul::primitive_desc(
         dnnl::matmul::desc(descs.x, descs.filter, descs.bias, descs.y),
         fused_post_ops(post_op, descs.y, relu), onednn_engine());
   };
-  bool residual_after = false;
+  bool residual_after = residual != Residual::none && dtype != DType::f32;
   const auto pd = build_with_post_ops(build, residual, fused_relu, residual_after);
   return {dnnl::matmul(pd), descs, make_filter_reorder(filter, filter, true), residual_after,
           windows_are_input(g) ? std::nullopt : std::optional<Window2D>(g)};
 }
 
 // d_windows (N*OH*OW, KH*KW*C_in) = dy (N*OH*OW, C_out) x filter^T, folded into dx afterwards.
-ConvBackwardInput build_backward_input_product(const Window2D& g) {
-  const memory::desc filter_transposed({g.out_c, patch_columns(g)}, memory::data_type::f32,
+ConvBackwardInput build_backward_input_product(const Window2D& g, DType dtype) {
+  const memory::desc filter_transposed({g.out_c, patch_columns(g)}, *onednn_data_type(dtype),
                                        memory::dims{1, g.out_c});
-  const ConvDescs descs{f32_matrix(patch_rows(g), patch_columns(g)),
-                        f32_matrix(patch_rows(g), g.out_c), filter_transposed, memory::desc(),
+  // Windows' gradients that fold_windows sums are kept in f32, so a bf16 dx is rounded once.
+  const bool folded = !windows_are_input(g);
+  const ConvDescs descs{matrix(patch_rows(g), patch_columns(g), folded ? DType::f32 : dtype),
+                        matrix(patch_rows(g), g.out_c, dtype), filter_transposed, memory::desc(),
                         filter_transposed};
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(descs.y, descs.filter, descs.x),
                                         onednn_engine());
   return {dnnl::matmul(pd), descs, make_filter_reorder(filter_transposed, filter_transposed, true),
-          windows_are_input(g) ? std::nullopt : std::optional<Window2D>(g), true};
+          folded ? std::optional<Window2D>(g) : std::nullopt, true};
 }
 
-// `products`: whether few-position f32 convolutions may run as products (has_few_positions); see
+// `products`: whether few-position convolutions may run as products (has_few_positions); see
 // products_allowed.
 ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
                           Residual residual, bool products) {
-  if (products && dtype == DType::f32 && has_few_positions(g)) {
-    return build_forward_product(g, with_bias, fused_relu, residual);
+  if (products && has_few_positions(g) && runs_unpadded(dtype, patch_columns(g), g.out_c)) {
+    return build_forward_product(g, dtype, with_bias, fused_relu, residual);
   }
   return build_forward_primitive(g, dtype, with_bias, fused_relu, residual);
 }
 
 ConvBackwardInput build_backward_input(const Window2D& g, DType dtype, bool products) {
-  if (products && dtype == DType::f32 && has_few_positions(g)) {
-    return build_backward_input_product(g);
+  if (products && has_few_positions(g) && runs_unpadded(dtype, g.out_c, patch_columns(g))) {
+    return build_backward_input_product(g, dtype);
   }
   return build_backward_input_primitive(g, dtype);
 }
@@ -528,12 +540,12 @@ ConvBackwardInput build_backward_input(const Window2D& g, DType dtype, bool prod
 // kernel ran at 20 GFLOP/s on an AVX2 CPU, against 80-100 for its direct kernels on the
 // neighbouring layers. Such a gradient runs as one product over the whole batch instead
 // (FilterGradientProduct): 15.3 -> 2.1 ms a call at batch 16 in oneDNN's timings of the two, and
-// the unrolling copies 1.2 MB. So does one with few positions for its channels in f32
-// (has_few_positions), and a strided 1x1 convolution's that reads strided positions only (its
-// unrolled windows are those positions, packed): oneDNN 2.6's strided 1x1 kernels read and write
-// past buffers of their own on some geometries (see build_backward_input_primitive), which gave
-// filter gradients that changed from run to run in a build with another heap layout. The others run
-// on the primitive oneDNN chose.
+// the unrolling copies 1.2 MB. So does one with few positions for its channels
+// (has_few_positions; in bf16 with the padding FilterGradientProduct gives it), and a strided 1x1
+// convolution's that reads strided positions only (its unrolled windows are those positions,
+// packed): oneDNN 2.6's strided 1x1 kernels read and write past buffers of their own on some
+// geometries (see build_backward_input_primitive), which gave filter gradients that changed from
+// run to run in a build with another heap layout. The others run on the primitive oneDNN chose.
 ConvBackwardFilter build_backward_filter(const Window2D& g, DType dtype, bool with_bias) {
   const ConvDescs descs = conv_descs(g, dtype, with_bias);
   const dnnl::convolution_backward_weights::primitive_desc pd(
@@ -546,7 +558,7 @@ ConvBackwardFilter build_backward_filter(const Window2D& g, DType dtype, bool wi
                             std::nullopt};
   const auto patch_bytes =
       patch_rows(g) * patch_columns(g) * static_cast<std::int64_t>(dtype_size(dtype));
-  if (reads_strided_positions_only(g) || (dtype == DType::f32 && has_few_positions(g)) ||
+  if (reads_strided_positions_only(g) || has_few_positions(g) ||
       (implementation(result.primitive).find("gemm") != std::string::npos &&
        patch_bytes <= kMaxPatchBytes)) {
     result.product = filter_gradient_product(g, dtype);
@@ -600,35 +612,63 @@ void unroll_windows(const Window2D& g, const Tensor& x, const memory& patches) {
   });
 }
 
-// The adjoint of unroll_windows: dx (N, H, W, C_in) = the sum, over the windows that read each
-// position, of that window cell's gradient in `d_windows` (N*OH*OW, KH*KW*C_in); zero where no
-// window reads. Each thread owns whole images, so no two threads add into the same element.
-void fold_windows(const Window2D& g, const memory& d_windows, const Tensor& dx) {
-  std::memset(dx.raw_data(), 0, dx.nbytes());
-  visit_dtype(dx.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<compute_type_t<T>>) {
-      using C = compute_type_t<T>;
-      const auto* from = static_cast<const T*>(d_windows.get_data_handle());
-      auto* to = static_cast<T*>(dx.raw_data());
-      const std::int64_t cost = g.out_h * g.out_w * patch_columns(g);
-      parallel_for(g.batch, cost, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t n = begin; n < end; ++n) {
-          for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
-            for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
-              const T* cell = from + ((n * g.out_h + oh) * g.out_w + ow) * patch_columns(g);
-              for_each_window_cell(g, oh, ow, [&](auto kh, auto kw, auto ih, auto iw) {
-                const T* d_cell = cell + (kh * g.k_w + kw) * g.in_c;
-                T* dx_cell = to + ((n * g.in_h + ih) * g.in_w + iw) * g.in_c;
-                for (std::int64_t ci = 0; ci < g.in_c; ++ci) {
-                  dx_cell[ci] =
-                      convert_element<T>(static_cast<C>(dx_cell[ci]) + static_cast<C>(d_cell[ci]));
-                }
-              });
+// fold_windows for windows' gradients of type S (dx's type T or f32).
+template <typename S, typename T>
+void fold_windows_from(const Window2D& g, const memory& d_windows, T* to) {
+  using C = compute_type_t<T>;
+  const auto* from = static_cast<const S*>(d_windows.get_data_handle());
+  // The output index along one axis whose window cell `k` reads input index `i`, or -1.
+  const auto reader = [&](std::int64_t i, std::int64_t k, int axis, std::int64_t out) {
+    const std::int64_t offset = i + g.pad_before[axis] - k * g.dilations[axis];
+    if (offset < 0 || offset % g.strides[axis] != 0) return std::int64_t{-1};
+    const std::int64_t o = offset / g.strides[axis];
+    return o < out ? o : std::int64_t{-1};
+  };
+  const std::int64_t cost = g.k_h * g.k_w * g.in_c;
+  parallel_for(g.batch * g.in_h, g.in_w * cost, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<C> sums(static_cast<std::size_t>(g.in_c));  // (C_in,)
+    for (std::int64_t row = begin; row < end; ++row) {
+      const std::int64_t n = row / g.in_h;
+      const std::int64_t ih = row % g.in_h;
+      for (std::int64_t iw = 0; iw < g.in_w; ++iw) {
+        std::fill(sums.begin(), sums.end(), C(0));
+        for (std::int64_t kh = 0; kh < g.k_h; ++kh) {
+          const std::int64_t oh = reader(ih, kh, 0, g.out_h);
+          if (oh < 0) continue;
+          for (std::int64_t kw = 0; kw < g.k_w; ++kw) {
+            const std::int64_t ow = reader(iw, kw, 1, g.out_w);
+            if (ow < 0) continue;
+            const S* cell = from + ((n * g.out_h + oh) * g.out_w + ow) * patch_columns(g) +
+                            (kh * g.k_w + kw) * g.in_c;
+            for (std::int64_t ci = 0; ci < g.in_c; ++ci) {
+              sums[ci] += static_cast<C>(cell[ci]);
             }
           }
         }
-      });
+        T* dx_cell = to + ((n * g.in_h + ih) * g.in_w + iw) * g.in_c;
+        for (std::int64_t ci = 0; ci < g.in_c; ++ci) {
+          dx_cell[ci] = convert_element<T>(sums[ci]);
+        }
+      }
+    }
+  });
+}
+
+// The adjoint of unroll_windows: dx (N, H, W, C_in) = the sum, over the windows that read each
+// position, of that window cell's gradient in `d_windows` (N*OH*OW, KH*KW*C_in); zero where no
+// window reads. `d_windows` holds dx's dtype or f32. Each position gathers its cells and sums
+// them in the compute type, rounding once (a bf16 sum rounded at every add would lose bits with
+// each overlapping window).
+void fold_windows(const Window2D& g, const memory& d_windows, const Tensor& dx) {
+  const bool from_f32 = d_windows.get_desc().data_type() == memory::data_type::f32;
+  visit_dtype(dx.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<compute_type_t<T>>) {
+      if (from_f32) {
+        fold_windows_from<float>(g, d_windows, static_cast<T*>(dx.raw_data()));
+      } else {
+        fold_windows_from<T>(g, d_windows, static_cast<T*>(dx.raw_data()));
+      }
     }
   });
 }
