@@ -2,7 +2,9 @@
 // the bf16 results stay within bf16's precision of the f32 ones for the ops a model is made of.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "ops/backend.h"
@@ -23,6 +25,44 @@ TEST(Bf16Kernels, EveryOpWithAnF32KernelHasABf16One) {
     if (kind == OpKind::quantized_conv2d || kind == OpKind::quantized_matmul) continue;
     if (backend_for(Device::cpu()).supports(kind, DType::f32)) {
       EXPECT_TRUE(backend_for(Device::cpu()).supports(kind, DType::bf16)) << op_name(kind);
+    }
+  }
+}
+
+// cast between f32 and bf16 (AVX-512 loops for whole vectors where the CPU has them, the element
+// loop for the rest) gives the bits of bfloat16's own conversions: ties to even, NaNs kept quiet
+// (signalling and negative ones too), infinities, overflow to infinity, denormals, signed zeros,
+// and random bit patterns, at lengths around whole vectors and split across threads.
+TEST(Bf16Kernels, CastsGiveTheBitsOfTheElementConversions) {
+  std::vector<std::uint32_t> words{0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu,
+                                   0x3F808000u, 0x3F818000u, 0x3F808001u, 0x7F7FFFFFu,
+                                   0xFF7FFFFFu, 0x7F800000u, 0xFF800000u, 0x7F800001u,
+                                   0x7FC00000u, 0xFFC12345u, 0x7FFFFFFFu, 0x3F800000u};
+  std::uint32_t state = 12345;
+  while (words.size() < 5000) {
+    state = state * 1664525u + 1013904223u;
+    words.push_back(state);
+  }
+  for (std::size_t length : {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{17},
+                             std::size_t{47}, std::size_t{70}, words.size()}) {
+    std::vector<float> values;
+    for (std::size_t i = 0; i < length; ++i)
+      values.push_back(std::bit_cast<float>(words[i]));
+    const Tensor f32 = Tensor::from_vector(values, {static_cast<std::int64_t>(length)});
+    for (int threads : {1, 2}) {
+      const testing::ScopedThreadCount scoped(threads);
+      const Tensor bf16 = cast(f32, DType::bf16);
+      const Tensor back = cast(bf16, DType::f32);
+      const auto* bits = static_cast<const bfloat16*>(bf16.raw_data());
+      const auto* widened = static_cast<const float*>(back.raw_data());
+      for (std::size_t i = 0; i < length; ++i) {
+        const bfloat16 expected(values[i]);
+        ASSERT_EQ(bits[i].bits, expected.bits)
+            << "element " << i << " of " << length << ", word 0x" << std::hex << words[i];
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(widened[i]),
+                  std::bit_cast<std::uint32_t>(static_cast<float>(expected)))
+            << "element " << i << " of " << length;
+      }
     }
   }
 }

@@ -392,14 +392,18 @@ TANDEM_VECTOR_CLONES void fused_instruction(OpKind kind, const C* a, const C* b,
   }
 }
 
-// Elements [begin, begin + n) of an input of `period` elements repeated along the output.
+// Elements [begin, begin + n) of an input of `period` elements repeated along the output, in
+// runs that do not wrap (a loop the compiler vectorises; a wrap test per element kept a bf16
+// chain's loads scalar).
 template <typename T, typename C>
 void load_repeating(const T* data, std::int64_t period, std::int64_t begin, std::int64_t n,
                     C* block) {
   std::int64_t index = begin % period;
-  for (std::int64_t i = 0; i < n; ++i) {
-    block[i] = static_cast<C>(data[index]);
-    if (++index == period) index = 0;
+  for (std::int64_t i = 0; i < n; index = 0) {
+    const std::int64_t run = std::min(n - i, period - index);
+    for (std::int64_t j = 0; j < run; ++j)
+      block[i + j] = static_cast<C>(data[index + j]);
+    i += run;
   }
 }
 
@@ -444,12 +448,12 @@ void fused_elementwise_typed(const KernelContext& c, const std::vector<FusedInst
         const C* b = instruction.b >= 0 ? slot[static_cast<std::size_t>(instruction.b)] : a;
         fused_instruction(instruction.kind, a, b, result, n);
         if constexpr (kRounds) {
-          for (std::int64_t i = 0; i < n; ++i) {
-            if (last_one) {
+          if (last_one) {
+            for (std::int64_t i = 0; i < n; ++i)
               out[begin + i] = convert_element<T>(result[i]);
-            } else {
+          } else {
+            for (std::int64_t i = 0; i < n; ++i)
               result[i] = static_cast<C>(convert_element<T>(result[i]));
-            }
           }
         }
         slot[inputs + k] = result;

@@ -1,5 +1,6 @@
 // CPU kernels for layout and type ops. Copies are type-agnostic (by element size) through
-// strided_copy; cast converts element by element.
+// strided_copy; cast converts element by element, f32 <-> bf16 on AVX-512 loops where it can.
+#include "backend/cpu/avx512.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/strided_copy.h"
@@ -76,6 +77,56 @@ void pad_kernel(const KernelContext& c) {
                output_strides, x.raw_data(), dense_strides(x.shape()), x.shape(), element_size);
 }
 
+#if defined(__x86_64__)
+// f32 -> bf16 for whole vectors of 16, the bits of bfloat16(float) (dtype.h): round to nearest
+// even on the integer bits, a NaN kept quiet. A mixed_bfloat16 step casts every weight so; the
+// element loop (SSE2 in a portable build) took 2.1 ms for a 2.4 M-element filter on 2 threads.
+[[gnu::target("avx512f")]] std::int64_t f32_to_bf16_avx512(const float* in, bfloat16* out,
+                                                           std::int64_t n) {
+  const __m512i rounding = _mm512_set1_epi32(0x7FFF);
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+  const __m512i infinity = _mm512_set1_epi32(0x7F800000);
+  const __m512i quiet = _mm512_set1_epi32(0x40);
+  std::int64_t i = 0;
+  for (; i + kAvx512Lanes <= n; i += kAvx512Lanes) {
+    const __m512i word = _mm512_loadu_si512(in + i);
+    const __m512i upper = _mm512_srli_epi32(word, 16);
+    const __m512i rounded = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(word, rounding), _mm512_and_si512(upper, one)), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(word, magnitude), infinity);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm512_cvtepi32_epi16(_mm512_mask_or_epi32(rounded, nan, upper, quiet)));
+  }
+  return i;
+}
+
+// bf16 -> f32 for whole vectors of 16: the bits shifted into the upper half.
+[[gnu::target("avx512f")]] std::int64_t bf16_to_f32_avx512(const bfloat16* in, float* out,
+                                                           std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + kAvx512Lanes <= n; i += kAvx512Lanes) {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
+    _mm512_storeu_si512(out + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+  }
+  return i;
+}
+#endif
+
+// Converts elements [0, n) of `in` into `out`; returns how many the AVX-512 loops did (the rest
+// are the caller's).
+template <typename From, typename To>
+std::int64_t cast_vectorised(const From* in, To* out, std::int64_t n) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<From, float> && std::is_same_v<To, bfloat16>) {
+    if (cpu_has_avx512()) return f32_to_bf16_avx512(in, out, n);
+  } else if constexpr (std::is_same_v<From, bfloat16> && std::is_same_v<To, float>) {
+    if (cpu_has_avx512()) return bf16_to_f32_avx512(in, out, n);
+  }
+#endif
+  return 0;
+}
+
 void cast_kernel(const KernelContext& c) {
   const Tensor& x = c.inputs[0];
   const Tensor& y = c.outputs[0];
@@ -86,7 +137,8 @@ void cast_kernel(const KernelContext& c) {
       const From* in = static_cast<const From*>(x.raw_data());
       To* out = static_cast<To*>(y.raw_data());
       parallel_for(x.numel(), 2, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t i = begin; i < end; ++i)
+        for (std::int64_t i = begin + cast_vectorised(in + begin, out + begin, end - begin);
+             i < end; ++i)
           out[i] = convert_element<To>(in[i]);
       });
     });
