@@ -513,6 +513,26 @@ TEST(CompiledStep, WritesAResidualConvolutionOverTheResidualItEnds) {
   EXPECT_EQ(trace_step("bf16 block", block, bf16_inputs).stats().in_place, 0u);
 }
 
+// The same block on 2x2 images with 64 channels, whose convolutions run as matrix products of
+// their unrolled windows (few positions for their channels): the product accumulates onto the
+// residual in its destination with the bits of the eager convolution and add.
+TEST(CompiledStep, WritesAResidualProductOverTheResidualItEnds) {
+  const Conv2DOptions same{.padding = Padding::same};
+  const std::vector<Tensor> inputs{uniform({16, 2, 2, 64}, 40), uniform({3, 3, 64, 64}, 41),
+                                   uniform({1, 1, 64, 64}, 42), uniform({1, 1, 64, 64}, 43)};
+  const auto block = [&](const std::vector<Tensor>& in) {
+    const Tensor r = relu(conv2d(in[0], in[1], same));  // (16, 2, 2, 64)
+    const Tensor h = relu(conv2d(r, in[2]));
+    const Tensor y = relu(conv2d(h, in[3]) + r);
+    return std::vector<Tensor>{conv2d(y, in[2])};
+  };
+  CompiledStep step = trace_step("block", block, inputs);
+  EXPECT_EQ(step.stats().in_place, 1u) << step.listing();
+  const Tensor compiled = step.run(inputs)[0];
+  expect_identical(compiled, block(inputs)[0], "in place");
+  expect_identical(step.run(inputs)[0], compiled, "a second run");
+}
+
 // The integer convolution takes the same way: its result over its residual's dead buffer, with
 // the eager bits.
 TEST(CompiledStep, WritesAnIntegerConvolutionOverTheResidualItEnds) {
