@@ -518,18 +518,21 @@ ConvBackwardInput build_backward_input_product(const Window2D& g, DType dtype) {
 }
 
 // `products`: whether few-position convolutions may run as products (has_few_positions); see
-// products_allowed.
+// products_allowed. Not where oneDNN has only its reference matmul for one (bf16 on a CPU
+// without native bf16, say).
 ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
                           Residual residual, bool products) {
   if (products && has_few_positions(g) && runs_unpadded(dtype, patch_columns(g), g.out_c)) {
-    return build_forward_product(g, dtype, with_bias, fused_relu, residual);
+    ConvForward product = build_forward_product(g, dtype, with_bias, fused_relu, residual);
+    if (!is_reference_implementation(implementation(product.primitive).c_str())) return product;
   }
   return build_forward_primitive(g, dtype, with_bias, fused_relu, residual);
 }
 
 ConvBackwardInput build_backward_input(const Window2D& g, DType dtype, bool products) {
   if (products && has_few_positions(g) && runs_unpadded(dtype, g.out_c, patch_columns(g))) {
-    return build_backward_input_product(g, dtype);
+    ConvBackwardInput product = build_backward_input_product(g, dtype);
+    if (!is_reference_implementation(implementation(product.primitive).c_str())) return product;
   }
   return build_backward_input_primitive(g, dtype);
 }
