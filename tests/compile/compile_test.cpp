@@ -476,31 +476,37 @@ double max_difference(const Tensor& a, const Tensor& b) {
   return largest;
 }
 
-// A residual block at inference: the block's input r is read last as the residual of the
-// convolution that ends the block, so that convolution writes its result over r's buffer and
-// accumulates onto it (oneDNN's sum post-op) instead of reading r as a second operand, with the
-// bits of the eager convolution and add. Not where
-// the residual is also the convolution's input (it would be overwritten while read), nor in bf16
-// (its residual is added after rounding).
-TEST(CompiledStep, WritesAResidualConvolutionOverTheResidualItEnds) {
+// A residual block at inference, inputs x, a 3x3 filter and two 1x1 ones: the block's input r is
+// read last as the residual of the convolution that ends the block.
+std::vector<Tensor> residual_block(const std::vector<Tensor>& in) {
   const Conv2DOptions same{.padding = Padding::same};
-  const std::vector<Tensor> inputs{uniform({2, 8, 8, 16}, 30), uniform({3, 3, 16, 16}, 31),
-                                   uniform({1, 1, 16, 16}, 32), uniform({1, 1, 16, 16}, 33)};
-  const auto block = [&](const std::vector<Tensor>& in) {
-    const Tensor r = relu(conv2d(in[0], in[1], same));  // (2, 8, 8, 16)
-    const Tensor h = relu(conv2d(r, in[2]));
-    const Tensor y = relu(conv2d(h, in[3]) + r);
-    return std::vector<Tensor>{conv2d(y, in[2])};
-  };
-  CompiledStep step = trace_step("block", block, inputs);
+  const Tensor r = relu(conv2d(in[0], in[1], same));  // (N, H, W, C)
+  const Tensor h = relu(conv2d(r, in[2]));
+  const Tensor y = relu(conv2d(h, in[3]) + r);
+  return std::vector<Tensor>{conv2d(y, in[2])};
+}
+
+// The block compiled writes its last convolution's result over r's buffer and accumulates onto it
+// (oneDNN's sum post-op) instead of reading r as a second operand, with the bits of the eager
+// convolution and add.
+void expect_written_over_the_residual(const std::vector<Tensor>& inputs) {
+  CompiledStep step = trace_step("block", residual_block, inputs);
   EXPECT_EQ(step.stats().in_place, 1u) << step.listing();
   EXPECT_NE(step.listing().find("1 written in place"), std::string::npos) << step.listing();
   const Tensor compiled = step.run(inputs)[0];
-  expect_identical(compiled, block(inputs)[0], "in place");
+  expect_identical(compiled, residual_block(inputs)[0], "in place");
   expect_identical(step.run(inputs)[0], compiled, "a second run");
+}
+
+// Not where the residual is also the convolution's input (it would be overwritten while read),
+// nor in bf16 (its residual is added after rounding).
+TEST(CompiledStep, WritesAResidualConvolutionOverTheResidualItEnds) {
+  const std::vector<Tensor> inputs{uniform({2, 8, 8, 16}, 30), uniform({3, 3, 16, 16}, 31),
+                                   uniform({1, 1, 16, 16}, 32), uniform({1, 1, 16, 16}, 33)};
+  expect_written_over_the_residual(inputs);
 
   const auto self_residual = [&](const std::vector<Tensor>& in) {
-    const Tensor r = relu(conv2d(in[0], in[1], same));
+    const Tensor r = relu(conv2d(in[0], in[1], Conv2DOptions{.padding = Padding::same}));
     return std::vector<Tensor>{conv2d(relu(conv2d(r, in[2]) + r), in[2])};
   };
   CompiledStep read_twice = trace_step("self residual", self_residual, inputs);
@@ -510,27 +516,15 @@ TEST(CompiledStep, WritesAResidualConvolutionOverTheResidualItEnds) {
   std::vector<Tensor> bf16_inputs;
   for (const Tensor& input : inputs)
     bf16_inputs.push_back(cast(input, DType::bf16));
-  EXPECT_EQ(trace_step("bf16 block", block, bf16_inputs).stats().in_place, 0u);
+  EXPECT_EQ(trace_step("bf16 block", residual_block, bf16_inputs).stats().in_place, 0u);
 }
 
-// The same block on 2x2 images with 64 channels, whose convolutions run as matrix products of
-// their unrolled windows (few positions for their channels): the product accumulates onto the
-// residual in its destination with the bits of the eager convolution and add.
+// The same on 2x2 images with 64 channels, whose convolutions run as matrix products of their
+// unrolled windows (few positions for their channels): the product accumulates onto the residual
+// in its destination.
 TEST(CompiledStep, WritesAResidualProductOverTheResidualItEnds) {
-  const Conv2DOptions same{.padding = Padding::same};
-  const std::vector<Tensor> inputs{uniform({16, 2, 2, 64}, 40), uniform({3, 3, 64, 64}, 41),
-                                   uniform({1, 1, 64, 64}, 42), uniform({1, 1, 64, 64}, 43)};
-  const auto block = [&](const std::vector<Tensor>& in) {
-    const Tensor r = relu(conv2d(in[0], in[1], same));  // (16, 2, 2, 64)
-    const Tensor h = relu(conv2d(r, in[2]));
-    const Tensor y = relu(conv2d(h, in[3]) + r);
-    return std::vector<Tensor>{conv2d(y, in[2])};
-  };
-  CompiledStep step = trace_step("block", block, inputs);
-  EXPECT_EQ(step.stats().in_place, 1u) << step.listing();
-  const Tensor compiled = step.run(inputs)[0];
-  expect_identical(compiled, block(inputs)[0], "in place");
-  expect_identical(step.run(inputs)[0], compiled, "a second run");
+  expect_written_over_the_residual({uniform({16, 2, 2, 64}, 40), uniform({3, 3, 64, 64}, 41),
+                                    uniform({1, 1, 64, 64}, 42), uniform({1, 1, 64, 64}, 43)});
 }
 
 // The integer convolution takes the same way: its result over its residual's dead buffer, with
