@@ -286,7 +286,6 @@ struct ConvBackwardInput {
   // (descs.x), which fold_windows sums into dx afterwards: the packed positions of a strided 1x1
   // convolution, or a product's windows.
   std::optional<Window2D> folds_into;
-  bool product = false;  // a matmul, whose arguments are SRC, WEIGHTS and DST
 };
 
 // A filter gradient as one matrix product over the whole batch, its windows unrolled into rows:
@@ -399,7 +398,7 @@ ConvBackwardInput build_backward_input_as_given(const Window2D& g, DType dtype) 
           onednn_dilates(g), onednn_padding_l(g), onednn_padding_r(g)),
       onednn_engine(), forward_pd(g, descs));
   return {dnnl::convolution_backward_data(pd), descs,
-          make_filter_reorder(descs.ours, pd.weights_desc(), true), std::nullopt, false};
+          make_filter_reorder(descs.ours, pd.weights_desc(), true), std::nullopt};
 }
 
 // A strided 1x1 convolution that reads only strided positions has a gradient that is zero
@@ -498,7 +497,7 @@ ConvForward build_forward_product(const Window2D& g, DType dtype, bool with_bias
   };
   bool residual_after = residual != Residual::none && dtype != DType::f32;
   const auto pd = build_with_post_ops(build, residual, fused_relu, residual_after);
-  return {dnnl::matmul(pd), descs, make_filter_reorder(filter, filter, true), residual_after,
+  return {dnnl::matmul(pd), descs, FilterReorder{filter, filter, std::nullopt}, residual_after,
           windows_are_input(g) ? std::nullopt : std::optional<Window2D>(g)};
 }
 
@@ -513,8 +512,9 @@ ConvBackwardInput build_backward_input_product(const Window2D& g, DType dtype) {
                         filter_transposed};
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(descs.y, descs.filter, descs.x),
                                         onednn_engine());
-  return {dnnl::matmul(pd), descs, make_filter_reorder(filter_transposed, filter_transposed, true),
-          folded ? std::optional<Window2D>(g) : std::nullopt, true};
+  return {dnnl::matmul(pd), descs,
+          FilterReorder{filter_transposed, filter_transposed, std::nullopt},
+          folded ? std::optional<Window2D>(g) : std::nullopt};
 }
 
 // `products`: whether few-position convolutions may run as products (has_few_positions); see
@@ -691,9 +691,9 @@ memory forward_input(const ConvForward& entry, const Tensor& x) {
 // batch 1, 2 threads: 0.30 against 0.59 ms for the 3x3 512-channel convolution at 4x4, 0.12
 // against 0.22 for the 1x1 2048-to-512 one; the pass 11.2 against 13.3 ms), above it slower
 // (batch 8: 125 against 132 images/s).
-bool products_allowed(const Window2D& g, const Tensor* forward_filter) {
+bool products_allowed(const Window2D& g, bool constant_filter) {
   if (deterministic()) return false;
-  return forward_filter == nullptr || !forward_filter->is_constant() || patch_rows(g) >= 64;
+  return !constant_filter || patch_rows(g) >= 64;
 }
 
 void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
@@ -711,7 +711,7 @@ void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
   key.push_back(with_bias);
   key.push_back(attrs.fused_relu);
   key.push_back(static_cast<std::int64_t>(residual));
-  const bool products = products_allowed(g, &c.inputs[1]);
+  const bool products = products_allowed(g, c.inputs[1].is_constant());
   key.push_back(products);
   const auto entry = cache.get(key, [&] {
     return build_forward(g, dtype, with_bias, attrs.fused_relu, residual, products);
@@ -733,16 +733,18 @@ void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
 void conv_backward_input_onednn(const KernelContext& c, const Window2D& g) {
   static PrimitiveCache<ConvBackwardInput> cache(kCacheCapacity);
   const DType dtype = c.inputs[0].dtype();
-  const bool products = products_allowed(g, nullptr);
+  const bool products = products_allowed(g, false);
   PrimitiveKey key = window_key(c.kind, dtype, g);
   key.push_back(products);
   const auto entry = cache.get(key, [&] { return build_backward_input(g, dtype, products); });
   const memory dx = entry->folds_into ? memory(entry->descs.x, onednn_engine())
                                       : wrap(entry->descs.x, c.outputs[0]);
+  // A product (build_backward_input_product) takes dy as its SRC and writes dx as its DST.
+  const bool product = entry->primitive.get_kind() == dnnl::primitive::kind::matmul;
   execute(entry->primitive,
-          {{entry->product ? DNNL_ARG_SRC : DNNL_ARG_DIFF_DST, wrap(entry->descs.y, c.inputs[0])},
+          {{product ? DNNL_ARG_SRC : DNNL_ARG_DIFF_DST, wrap(entry->descs.y, c.inputs[0])},
            {DNNL_ARG_WEIGHTS, filter_for_primitive(entry->filter, c.inputs[1])},
-           {entry->product ? DNNL_ARG_DST : DNNL_ARG_DIFF_SRC, dx}});
+           {product ? DNNL_ARG_DST : DNNL_ARG_DIFF_SRC, dx}});
   if (entry->folds_into) fold_windows(*entry->folds_into, dx, c.outputs[0]);
 }
 
