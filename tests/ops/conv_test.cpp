@@ -257,8 +257,9 @@ TEST(Conv2D, ConstantFiltersAreKeptReorderedAndStayConstant) {
 }
 
 // Constant filters with few positions for their channels: below 64 positions on the kept
-// reordered filter, from 64 on as products (products_allowed); each constant filter of the same
-// shape computes with its own values.
+// reordered filter, from 64 on as products (products_allowed) on the filter kept in the layout
+// the product picked (build_forward_product); each constant filter of the same shape computes
+// with its own values.
 TEST(Conv2D, ConstantFiltersWithFewPositions) {
   for (const Shape& x_shape : {Shape{1, 2, 2, 64}, Shape{16, 2, 2, 64}}) {
     const Tensor x = random_tensor(x_shape, -1, 1, 0, DType::f32);

@@ -484,12 +484,21 @@ memory::desc matrix(std::int64_t rows, std::int64_t columns, DType dtype) {
 
 // y (N*OH*OW, C_out) = windows (N*OH*OW, KH*KW*C_in) x filter (KH*KW*C_in, C_out) + bias, with
 // the residual and relu as post-ops (in bf16 added afterwards, as build_forward_as_given does).
+// A constant filter (forward_filter keeps it reordered) is read in the layout the product picks,
+// others as they stand: with the filter row-major oneDNN packs it again inside every call, which
+// at inference (ResNet-50 at 112x112, 2 threads, filters cold in cache) made the batch-8 3x3
+// 512-channel product at 4x4 3.46 against 2.39 ms, the batch-1 1x1 512-to-256 one at 14x14 0.19
+// against 0.16 ms.
 ConvForward build_forward_product(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
-                                  Residual residual) {
-  const memory::desc filter = matrix(patch_columns(g), g.out_c, dtype);
+                                  Residual residual, bool constant_filter) {
+  const memory::desc ours = matrix(patch_columns(g), g.out_c, dtype);
+  const memory::desc filter = constant_filter
+                                  ? memory::desc({patch_columns(g), g.out_c},
+                                                 *onednn_data_type(dtype), memory::format_tag::any)
+                                  : ours;
   const ConvDescs descs{matrix(patch_rows(g), patch_columns(g), dtype),
                         matrix(patch_rows(g), g.out_c, dtype), filter,
-                        with_bias ? matrix(1, g.out_c, dtype) : memory::desc(), filter};
+                        with_bias ? matrix(1, g.out_c, dtype) : memory::desc(), ours};
   const auto build = [&](Residual post_op, bool relu) {
     return dnnl::matmul::primitive_desc(
         dnnl::matmul::desc(descs.x, descs.filter, descs.bias, descs.y),
@@ -497,8 +506,8 @@ ConvForward build_forward_product(const Window2D& g, DType dtype, bool with_bias
   };
   bool residual_after = residual != Residual::none && dtype != DType::f32;
   const auto pd = build_with_post_ops(build, residual, fused_relu, residual_after);
-  return {dnnl::matmul(pd), descs, FilterReorder{filter, filter, std::nullopt}, residual_after,
-          windows_are_input(g) ? std::nullopt : std::optional<Window2D>(g)};
+  return {dnnl::matmul(pd), descs, make_filter_reorder(ours, pd.weights_desc(), true),
+          residual_after, windows_are_input(g) ? std::nullopt : std::optional<Window2D>(g)};
 }
 
 // d_windows (N*OH*OW, KH*KW*C_in) = dy (N*OH*OW, C_out) x filter^T, folded into dx afterwards.
@@ -521,9 +530,10 @@ ConvBackwardInput build_backward_input_product(const Window2D& g, DType dtype) {
 // products_allowed. Not where oneDNN has only its reference matmul for one (bf16 on a CPU
 // without native bf16, say).
 ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
-                          Residual residual, bool products) {
+                          Residual residual, bool products, bool constant_filter) {
   if (products && has_few_positions(g) && runs_unpadded(dtype, patch_columns(g), g.out_c)) {
-    ConvForward product = build_forward_product(g, dtype, with_bias, fused_relu, residual);
+    ConvForward product =
+        build_forward_product(g, dtype, with_bias, fused_relu, residual, constant_filter);
     if (!is_reference_implementation(implementation(product.primitive).c_str())) return product;
   }
   return build_forward_primitive(g, dtype, with_bias, fused_relu, residual);
@@ -690,7 +700,9 @@ memory forward_input(const ConvForward& entry, const Tensor& x) {
 // positions on: below that oneDNN's kernels on the kept filter were faster (ResNet-50 at 112x112,
 // batch 1, 2 threads: 0.30 against 0.59 ms for the 3x3 512-channel convolution at 4x4, 0.12
 // against 0.22 for the 1x1 2048-to-512 one; the pass 11.2 against 13.3 ms), above it slower
-// (batch 8: 125 against 132 images/s).
+// (batch 8: 125 against 132 images/s). Those products read the filter row-major; on the kept
+// packed filter (build_forward_product) below 64 positions they are even with the kernels (the
+// batch-1 pass 12.6-13.0 against 12.7-13.4 ms), so the kernels keep them.
 bool products_allowed(const Window2D& g, bool constant_filter) {
   if (deterministic()) return false;
   return !constant_filter || patch_rows(g) >= 64;
@@ -711,10 +723,13 @@ void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
   key.push_back(with_bias);
   key.push_back(attrs.fused_relu);
   key.push_back(static_cast<std::int64_t>(residual));
-  const bool products = products_allowed(g, c.inputs[1].is_constant());
+  const bool constant_filter = c.inputs[1].is_constant();
+  const bool products = products_allowed(g, constant_filter);
   key.push_back(products);
+  key.push_back(constant_filter);
   const auto entry = cache.get(key, [&] {
-    return build_forward(g, dtype, with_bias, attrs.fused_relu, residual, products);
+    return build_forward(g, dtype, with_bias, attrs.fused_relu, residual, products,
+                         constant_filter);
   });
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, forward_input(*entry, c.inputs[0])},
                                        {DNNL_ARG_WEIGHTS, forward_filter(key, *entry, c.inputs[1])},
