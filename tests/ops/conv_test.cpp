@@ -276,6 +276,42 @@ TEST(Conv2D, ConstantFiltersWithFewPositions) {
   }
 }
 
+// Constant f32 filters over at most 16 positions with output channels in whole vectors of 16 run
+// on the streamed loops (backend/cpu/conv_streamed_filter.h; oneDNN's kernels on CPUs without
+// AVX-512): one position and sixteen, x its own windows and unrolled ones (padded, strided,
+// dilated), positions over several images; alone, with bias and relu, and with a residual too;
+// each constant filter of the same shape with its own values.
+TEST(Conv2D, ConstantFiltersOverFewPositionsWithFusedOps) {
+  const std::vector<ConvCase> cases{
+      {{1, 1, 1, 40}, {1, 1, 40, 16}, options({1, 1}, Padding::valid)},
+      {{1, 4, 4, 32}, {3, 3, 32, 48}, options({1, 1}, Padding::same)},
+      {{1, 7, 7, 24}, {1, 1, 24, 32}, options({2, 2}, Padding::valid)},
+      {{3, 2, 1, 8}, {1, 1, 8, 32}, options({1, 1}, Padding::valid)},
+      {{1, 5, 5, 16}, {3, 3, 16, 16}, options({1, 1}, Padding::valid, {2, 2})},
+      {{2, 3, 3, 64}, {3, 3, 64, 64}, options({2, 2}, Padding::same)},
+  };
+  const auto f64 = [](const Tensor& t) { return cast(t, DType::f64); };
+  for (const ConvCase& c : cases) {
+    for (int round = 0; round < 2; ++round) {
+      const std::string label = c.str() + ", round " + std::to_string(round);
+      const Tensor x = random_tensor(c.x_shape, -1, 1, 0, DType::f32);
+      Tensor filter = random_tensor(c.filter_shape, -1, 1, 0, DType::f32);
+      const Tensor bias = random_tensor({c.filter_shape[3]}, -1, 1, 0, DType::f32);
+      const Tensor expected = conv2d(f64(x), f64(filter), f64(bias), c.options);
+      const Tensor residual = random_tensor(expected.shape(), -1, 1, 0, DType::f32);
+      filter.set_constant(true);
+      expect_close(conv2d(x, filter, c.options), conv2d(f64(x), f64(filter), c.options), 1e-4,
+                   label);
+      expect_close(call_op(OpKind::conv2d, {x, filter, bias},
+                           make_op_attrs<OpKind::conv2d>({c.options, true, false}))[0],
+                   relu(expected), 1e-4, label + ", bias and relu");
+      expect_close(call_op(OpKind::conv2d, {x, filter, bias, residual},
+                           make_op_attrs<OpKind::conv2d>({c.options, true, true}))[0],
+                   relu(expected + f64(residual)), 1e-4, label + ", bias, residual and relu");
+    }
+  }
+}
+
 TEST(Conv2D, ConcurrentCallsFromTwoThreads) {
   const Tensor x = random_tensor({4, 12, 12, 8}, -1, 1, 0, DType::f32);
   const Tensor filter = random_tensor({3, 3, 8, 16}, -1, 1, 0, DType::f32);

@@ -5,6 +5,7 @@
 
 #include "io/io_support.h"
 #include "tandem/inference.h"
+#include "tandem/nn.h"
 #include "tandem/quantization.h"
 #include "tandem/runtime.h"
 
@@ -31,6 +32,29 @@ TEST(InferenceModel, PredictsWhatTheModelDoesInBatchesWithAPartialLastOne) {
   for (const Tensor& weight : model.weights())
     f32_bytes += weight.nbytes();
   EXPECT_EQ(inference_model_bytes(model), f32_bytes);
+}
+
+// A residual network at batch 1 whose last two stages have 4x4 and 2x2 positions: their
+// convolutions run on the streamed filter loops (backend/cpu/conv_streamed_filter.h, on AVX-512
+// CPUs), the last of each block written over its residual, and it predicts what the model does.
+TEST(InferenceModel, AResidualNetworkPredictsWhatTheModelDoesAtBatchOne) {
+  nn::clear_session();
+  manual_seed(5);
+  nn::Model model = nn::zoo::build("resnet_small", {8, 8, 3}, 4);
+  // Statistics other than the initial zeros and ones, so that folding changes the filters.
+  for (const nn::Layer& layer : model.layers()) {
+    if (std::string_view(layer.impl().class_name()) != "BatchNormalization") continue;
+    std::vector<Tensor> values;
+    for (const Tensor& weight : layer.weights())
+      values.push_back(random_uniform(weight.shape(), 0.5, 1.5, DType::f32));
+    layer.set_weights(values);
+  }
+  InferenceModel inference(model);
+  const Tensor x = random_uniform({3, 8, 8, 3}, 0.0, 1.0, DType::f32);
+  const Tensor expected = model.predict(x);
+  const Tensor one_at_a_time = inference.predict(x, 1);
+  ASSERT_EQ(one_at_a_time.shape(), expected.shape());
+  EXPECT_LE(reduce_max(abs(one_at_a_time - expected)).item(), 1e-5);
 }
 
 TEST(InferenceModel, AQuantisedModelRunsOnTheIntegerKernels) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "backend/cpu/conv_few_channels.h"
+#include "backend/cpu/conv_streamed_filter.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/max_pool_band.h"
 #include "backend/cpu/onednn.h"
@@ -708,6 +709,34 @@ bool products_allowed(const Window2D& g, bool constant_filter) {
   return !constant_filter || patch_rows(g) >= 64;
 }
 
+#if defined(__x86_64__)
+// A constant filter over at most 16 positions (streamed_filter_fits): the loops of
+// conv_streamed_filter.cpp, on the filter's panels made once and kept, keyed by geometry and
+// filter as forward_filter keeps its reorders.
+void conv_forward_streamed(const KernelContext& c, const Window2D& g) {
+  static PrimitiveCache<Tensor> kept_panels(512);
+  const Conv2DAttrs attrs = op_attrs<OpKind::conv2d>(c.attrs);
+  const Tensor& filter = c.inputs[1];  // (KH, KW, C_in, C_out)
+  PrimitiveKey key = window_key(c.kind, DType::f32, g);
+  key.push_back(static_cast<std::int64_t>(filter.id()));
+  const auto panels = kept_panels.get(key, [&] { return filter_panels(g, filter); });
+  Tensor windows;  // (N*OH*OW, KH*KW*C_in), where x is not its own windows
+  if (!windows_are_input(g)) {
+    windows = Tensor::empty({patch_rows(g), patch_columns(g)}, DType::f32);
+    unroll_windows(g, c.inputs[0],
+                   wrap(matrix(patch_rows(g), patch_columns(g), DType::f32), windows));
+  }
+  const auto data = [](const Tensor& tensor) {
+    return static_cast<const float*>(tensor.raw_data());
+  };
+  const bool with_bias = has_bias_input(c.inputs.size(), attrs.fused_add);
+  streamed_filter_conv(g, data(windows.defined() ? windows : c.inputs[0]), data(*panels),
+                       with_bias ? data(c.inputs[2]) : nullptr,
+                       attrs.fused_add ? data(c.inputs.back()) : nullptr, attrs.fused_relu,
+                       static_cast<float*>(c.outputs[0].raw_data()));
+}
+#endif
+
 void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
   static PrimitiveCache<ConvForward> cache(kCacheCapacity);
   const DType dtype = c.inputs[0].dtype();
@@ -838,6 +867,9 @@ void conv_kernel(const KernelContext& c) {
           static_cast<const float*>(c.inputs[1].raw_data()),
           static_cast<float*>(c.outputs[0].raw_data()),
           c.outputs.size() == 2 ? static_cast<float*>(c.outputs[1].raw_data()) : nullptr);
+    }
+    if (c.kind == OpKind::conv2d && c.inputs[1].is_constant() && streamed_filter_fits(g, dtype)) {
+      return conv_forward_streamed(c, g);
     }
 #endif
     switch (c.kind) {
