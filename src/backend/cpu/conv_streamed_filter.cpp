@@ -7,7 +7,7 @@
 // output channels laid out in the order they are read, with a software prefetch 4 KB ahead, and
 // keep the up to 16 rows of sums of a panel in vector registers: 17-20 GB/s on two cores (the 3x3
 // 512-channel convolution 0.55 against 0.62-0.68 ms, the 1x1 512-to-2048 one 0.21 against
-// 0.27-0.34; bench/RESULTS.md, 2026-12-05 (morning)). From 49 positions on (7x7) oneDNN's
+// 0.27-0.34; bench/RESULTS.md, 2026-12-05 (stop 37)). From 49 positions on (7x7) oneDNN's
 // kernels were as fast or faster, so they keep those.
 #include "backend/cpu/conv_streamed_filter.h"
 
