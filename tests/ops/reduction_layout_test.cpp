@@ -56,7 +56,9 @@ TEST(Reduction, AllAxisPatternsMatchNaiveSums) {
     }
     const Tensor reference = Tensor::from_vector(expected, kept);
     expect_close(sum(x, axes, true), reference, 1e-12, "sum f64");
-    expect_close(sum(cast(x, DType::f32), axes, true), reference, 1e-5, "sum f32");
+    // Up to 360 terms of magnitude up to 2 summed in f32: the rounding of partial sums reaches
+    // 1.2e-5 on the whole tensor at some seeds (TANDEM_TEST_SEED=1663016568), so 1e-5 failed.
+    expect_close(sum(cast(x, DType::f32), axes, true), reference, 1e-4, "sum f32");
   }
   const Tensor large = random_tensor({64, 40, 32});
   // 2,560 terms of magnitude up to 2 in f32: the rounding can reach n * eps * max|x| = 3e-4 in
