@@ -144,8 +144,9 @@ std::vector<ConvCase> conv_cases() {
       {{2, 14, 14, 64}, {1, 1, 64, 128}, options({2, 2}, Padding::same)},
       {{1, 9, 8, 16}, {1, 1, 16, 32}, options({2, 3}, Padding::valid)},
       // few input channels, whose f32 filter gradient runs on conv_few_channels.cpp's loops on
-      // AVX-512 CPUs: over several passes of nine window entries and a channel block and a
-      // part (40), a partial second half of a block (20), three blocks (70)
+      // AVX-512 CPUs (and the forward pass, up to nine window entries: the last): over several
+      // passes of nine window entries and a channel block and a part (40), a partial second half
+      // of a block (20), three blocks (70)
       {{2, 12, 11, 3}, {3, 3, 3, 40}, options({1, 2}, Padding::same)},
       {{3, 10, 9, 1}, {5, 5, 1, 20}, options({1, 1}, Padding::same, {1, 2})},
       {{2, 9, 9, 2}, {2, 2, 2, 70}, options({2, 1}, Padding::valid)},
@@ -309,6 +310,39 @@ TEST(Conv2D, ConstantFiltersOverFewPositionsWithFusedOps) {
                            make_op_attrs<OpKind::conv2d>({c.options, true, true}))[0],
                    relu(expected + f64(residual)), 1e-4, label + ", bias, residual and relu");
     }
+  }
+}
+
+// A first layer's small window over few channels (conv_few_channels.cpp's forward loops on
+// AVX-512 CPUs, at most nine window entries) with bias and relu fused, against f64: the main
+// job's, padded, strided and dilated windows, two channels, a 1x1 window over nine, output
+// channels in whole and partial blocks of 32 and halves of 16, rows of positions in fours and a
+// remainder; the same bits on one thread and on two.
+TEST(Conv2D, FewChannelForwardFusesBiasAndRelu) {
+  const std::vector<ConvCase> cases{
+      {{4, 28, 28, 1}, {3, 3, 1, 32}, options({1, 1}, Padding::valid)},
+      {{2, 9, 10, 1}, {3, 3, 1, 16}, options({1, 1}, Padding::same)},
+      {{2, 12, 11, 1}, {3, 3, 1, 40}, options({2, 2}, Padding::same)},
+      {{3, 10, 9, 1}, {2, 3, 1, 20}, options({1, 1}, Padding::same, {2, 1})},
+      {{1, 7, 7, 2}, {2, 2, 2, 8}, options({1, 1}, Padding::valid)},
+      {{2, 5, 6, 9}, {1, 1, 9, 70}, options({1, 1}, Padding::valid)},
+  };
+  const auto f64 = [](const Tensor& t) { return cast(t, DType::f64); };
+  for (const ConvCase& c : cases) {
+    const Tensor x = random_tensor(c.x_shape, -1, 1, 0, DType::f32);
+    const Tensor filter = random_tensor(c.filter_shape, -1, 1, 0, DType::f32);
+    const Tensor bias = random_tensor({c.filter_shape[3]}, -1, 1, 0, DType::f32);
+    const auto fused = [&] {
+      return call_op(OpKind::conv2d, {x, filter, bias},
+                     make_op_attrs<OpKind::conv2d>({c.options, true, false}))[0];
+    };
+    const Tensor on_two = fused();
+    expect_close(on_two, relu(conv2d(f64(x), f64(filter), f64(bias), c.options)), 1e-5, c.str());
+    const int threads = num_threads();
+    set_num_threads(1);
+    const Tensor on_one = fused();
+    set_num_threads(threads);
+    EXPECT_EQ(on_one.to_vector<float>(), on_two.to_vector<float>()) << c.str();
   }
 }
 

@@ -871,6 +871,16 @@ void conv_kernel(const KernelContext& c) {
     if (c.kind == OpKind::conv2d && c.inputs[1].is_constant() && streamed_filter_fits(g, dtype)) {
       return conv_forward_streamed(c, g);
     }
+    if (c.kind == OpKind::conv2d && dtype == DType::f32 && few_channel_forward_fits(g)) {
+      const Conv2DAttrs attrs = op_attrs<OpKind::conv2d>(c.attrs);
+      if (!attrs.fused_add) {
+        const auto data = [](const Tensor& t) { return static_cast<const float*>(t.raw_data()); };
+        return few_channel_conv_forward(
+            g, data(c.inputs[0]), data(c.inputs[1]),
+            has_bias_input(c.inputs.size(), false) ? data(c.inputs[2]) : nullptr, attrs.fused_relu,
+            static_cast<float*>(c.outputs[0].raw_data()));
+      }
+    }
 #endif
     switch (c.kind) {
       case OpKind::conv2d:

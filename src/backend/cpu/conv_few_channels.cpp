@@ -32,7 +32,10 @@ namespace {
 constexpr std::int64_t kMaxWindowEntries = 27;
 constexpr std::int64_t kChannelBlock =
     2 * kAvx512Lanes;          // output channels a pass keeps in registers
-constexpr int kEntryTile = 9;  // window entries per filter-gradient pass
+constexpr int kEntryTile = 9;  // window entries per filter-gradient or forward pass
+// Output positions whose sums a forward pass keeps in registers at a time: with two halves, 8
+// vectors beside the 18 of nine entries' filter rows.
+constexpr std::int64_t kForwardPositions = 4;
 
 // The input rows that one output row (n, oh) reads, padded with zeros: row kh holds input row
 // oh * stride - pad_top + kh * dilation, from input column -pad_left on, C_in values a column,
@@ -218,12 +221,118 @@ void sum_filter_gradient(const Window2D& g, MakeAdder&& make_adder, float* d_fil
   }
 }
 
+// y for `Count` positions of an output row from `first` on (forward_pass's): `start` (the bias)
+// plus the entries' products, summed in registers, then relu where `relu`.
+template <int Count, int Entries, int Halves>
+[[gnu::target("avx512f"), gnu::always_inline]] inline void forward_positions(
+    const WindowRows& rows, const std::int64_t* offsets, const __m512 (&filter)[Entries][Halves],
+    const __m512 (&start)[Halves], const __mmask16 (&masks)[2], std::int64_t out_c, bool relu,
+    std::int64_t first, float* y_row) {
+  __m512 sums[Count][Halves];
+#pragma GCC unroll 16
+  for (int i = 0; i < Count; ++i) {
+#pragma GCC unroll 16
+    for (int h = 0; h < Halves; ++h)
+      sums[i][h] = start[h];
+  }
+  const std::int64_t step = rows.column_step();
+  const float* windows = rows.data() + first * step;
+#pragma GCC unroll 16
+  for (int e = 0; e < Entries; ++e) {
+#pragma GCC unroll 16
+    for (int i = 0; i < Count; ++i) {
+      const __m512 value = _mm512_set1_ps(windows[offsets[e] + i * step]);
+#pragma GCC unroll 16
+      for (int h = 0; h < Halves; ++h)
+        sums[i][h] = _mm512_fmadd_ps(value, filter[e][h], sums[i][h]);
+    }
+  }
+  const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int i = 0; i < Count; ++i) {
+#pragma GCC unroll 16
+    for (int h = 0; h < Halves; ++h) {
+      __m512 out = sums[i][h];
+      // relu keeps NaN (not <= 0), as oneDNN's post-op does.
+      if (relu) out = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(out, zero, _CMP_NLE_UQ), out);
+      _mm512_mask_storeu_ps(y_row + (first + i) * out_c + h * kAvx512Lanes, masks[h], out);
+    }
+  }
+}
+
+// One output row y_row (OW, C_out) in one block of up to 32 output channels (16 * Halves lanes):
+// the bias (0 without one) plus the products of the window's entries offsets[0..Entries) with
+// the filter's rows for them, in the filter's order, one FMA each, then relu where `relu`. The
+// entries' filter rows stay in vector registers for the whole row; positions are taken
+// kForwardPositions at a time, their sums in registers.
+template <int Entries, int Halves>
+[[gnu::target("avx512f")]] void forward_pass(const WindowRows& rows, const std::int64_t* offsets,
+                                             const float* filter_rows, std::int64_t out_w,
+                                             std::int64_t out_c, const ChannelBlock& c,
+                                             const float* bias, bool relu, float* y_row) {
+  const __mmask16 masks[2] = {c.low, c.high};
+  __m512 filter[Entries][Halves];
+  __m512 start[Halves];
+#pragma GCC unroll 16
+  for (int h = 0; h < Halves; ++h) {
+#pragma GCC unroll 16
+    for (int e = 0; e < Entries; ++e) {
+      filter[e][h] =
+          _mm512_maskz_loadu_ps(masks[h], filter_rows + e * out_c + c.block + h * kAvx512Lanes);
+    }
+    start[h] = bias != nullptr ? _mm512_maskz_loadu_ps(masks[h], bias + c.block + h * kAvx512Lanes)
+                               : _mm512_setzero_ps();
+  }
+  float* y_block = y_row + c.block;
+  std::int64_t ow = 0;
+  for (; ow + kForwardPositions <= out_w; ow += kForwardPositions)
+    forward_positions<kForwardPositions>(rows, offsets, filter, start, masks, out_c, relu, ow,
+                                         y_block);
+  for (; ow < out_w; ++ow)
+    forward_positions<1>(rows, offsets, filter, start, masks, out_c, relu, ow, y_block);
+}
+
+using ForwardPass = void (*)(const WindowRows&, const std::int64_t*, const float*, std::int64_t,
+                             std::int64_t, const ChannelBlock&, const float*, bool, float*);
+
+template <int Halves, std::size_t... Counts>
+constexpr std::array<ForwardPass, sizeof...(Counts)> forward_passes(
+    std::index_sequence<Counts...>) {
+  return {&forward_pass<static_cast<int>(Counts) + 1, Halves>...};
+}
+
+// The pass for 1..kEntryTile entries at index count - 1, for one half and for two.
+constexpr std::array<std::array<ForwardPass, kEntryTile>, 2> kForwardPasses = {
+    forward_passes<1>(std::make_index_sequence<kEntryTile>{}),
+    forward_passes<2>(std::make_index_sequence<kEntryTile>{})};
+
 }  // namespace
 
 bool few_channel_filter_gradient_fits(const Window2D& g) {
   const std::int64_t entries = g.k_h * g.k_w * g.in_c;
   return cpu_has_avx512() && entries <= kMaxWindowEntries &&
          (entries <= kEntryTile || g.out_c > kAvx512Lanes);
+}
+
+bool few_channel_forward_fits(const Window2D& g) {
+  return cpu_has_avx512() && g.k_h * g.k_w * g.in_c <= kEntryTile;
+}
+
+void few_channel_conv_forward(const Window2D& g, const float* x, const float* filter,
+                              const float* bias, bool relu, float* y) {
+  const std::int64_t entries = g.k_h * g.k_w * g.in_c;
+  parallel_for(g.batch * g.out_h, g.out_w * entries * g.out_c,
+               [&](std::int64_t begin, std::int64_t end) {
+                 WindowRows rows(g);
+                 for (std::int64_t row = begin; row < end; ++row) {
+                   rows.load(x, row / g.out_h, row % g.out_h);
+                   float* y_row = y + row * g.out_w * g.out_c;
+                   for_each_channel_block(g.out_c, [&](const ChannelBlock& c) {
+                     kForwardPasses[c.high != 0][static_cast<std::size_t>(entries - 1)](
+                         rows, rows.offsets(), filter, g.out_w, g.out_c, c, bias, relu, y_row);
+                   });
+                 }
+               });
 }
 
 void few_channel_conv_backward_filter(const Window2D& g, const float* x, const float* dy,
