@@ -710,6 +710,11 @@ bool products_allowed(const Window2D& g, bool constant_filter) {
 }
 
 #if defined(__x86_64__)
+// An f32 tensor's elements, for the AVX-512 loops of our own.
+const float* f32_data(const Tensor& tensor) {
+  return static_cast<const float*>(tensor.raw_data());
+}
+
 // A constant filter over at most 16 positions (streamed_filter_fits): the loops of
 // conv_streamed_filter.cpp, on the filter's panels made once and kept, keyed by geometry and
 // filter as forward_filter keeps its reorders.
@@ -726,13 +731,10 @@ void conv_forward_streamed(const KernelContext& c, const Window2D& g) {
     unroll_windows(g, c.inputs[0],
                    wrap(matrix(patch_rows(g), patch_columns(g), DType::f32), windows));
   }
-  const auto data = [](const Tensor& tensor) {
-    return static_cast<const float*>(tensor.raw_data());
-  };
   const bool with_bias = has_bias_input(c.inputs.size(), attrs.fused_add);
-  streamed_filter_conv(g, data(windows.defined() ? windows : c.inputs[0]), data(*panels),
-                       with_bias ? data(c.inputs[2]) : nullptr,
-                       attrs.fused_add ? data(c.inputs.back()) : nullptr, attrs.fused_relu,
+  streamed_filter_conv(g, f32_data(windows.defined() ? windows : c.inputs[0]), f32_data(*panels),
+                       with_bias ? f32_data(c.inputs[2]) : nullptr,
+                       attrs.fused_add ? f32_data(c.inputs.back()) : nullptr, attrs.fused_relu,
                        static_cast<float*>(c.outputs[0].raw_data()));
 }
 #endif
@@ -874,11 +876,10 @@ void conv_kernel(const KernelContext& c) {
     if (c.kind == OpKind::conv2d && dtype == DType::f32 && few_channel_forward_fits(g)) {
       const Conv2DAttrs attrs = op_attrs<OpKind::conv2d>(c.attrs);
       if (!attrs.fused_add) {
-        const auto data = [](const Tensor& t) { return static_cast<const float*>(t.raw_data()); };
         return few_channel_conv_forward(
-            g, data(c.inputs[0]), data(c.inputs[1]),
-            has_bias_input(c.inputs.size(), false) ? data(c.inputs[2]) : nullptr, attrs.fused_relu,
-            static_cast<float*>(c.outputs[0].raw_data()));
+            g, f32_data(c.inputs[0]), f32_data(c.inputs[1]),
+            has_bias_input(c.inputs.size(), false) ? f32_data(c.inputs[2]) : nullptr,
+            attrs.fused_relu, static_cast<float*>(c.outputs[0].raw_data()));
       }
     }
 #endif
