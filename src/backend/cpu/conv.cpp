@@ -716,15 +716,14 @@ const float* f32_data(const Tensor& tensor) {
 }
 
 // A constant filter over at most 16 positions (streamed_filter_fits): the loops of
-// conv_streamed_filter.cpp, on the filter's panels made once and kept, keyed by geometry and
-// filter as forward_filter keeps its reorders.
+// conv_streamed_filter.cpp, on the filter's panels made once and kept while the filter lives.
+// The panels depend on the filter alone, so every batch size shares them.
 void conv_forward_streamed(const KernelContext& c, const Window2D& g) {
-  static PrimitiveCache<Tensor> kept_panels(512);
+  static ConstantDerivedCache<Tensor> kept_panels;
   const Conv2DAttrs attrs = op_attrs<OpKind::conv2d>(c.attrs);
   const Tensor& filter = c.inputs[1];  // (KH, KW, C_in, C_out)
-  PrimitiveKey key = window_key(c.kind, DType::f32, g);
-  key.push_back(static_cast<std::int64_t>(filter.id()));
-  const auto panels = kept_panels.get(key, [&] { return filter_panels(g, filter); });
+  const auto panels = kept_panels.get({static_cast<std::int64_t>(filter.id())}, filter,
+                                      [&] { return filter_panels(g, filter); });
   Tensor windows;  // (N*OH*OW, KH*KW*C_in), where x is not its own windows
   if (!windows_are_input(g)) {
     windows = Tensor::empty({patch_rows(g), patch_columns(g)}, DType::f32);

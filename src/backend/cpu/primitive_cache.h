@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "tandem/tensor.h"
+
 namespace tandem::cpu {
 
 using PrimitiveKey = std::vector<std::int64_t>;
@@ -57,6 +59,36 @@ class PrimitiveCache {
   std::mutex mutex_;
   std::list<Item> recent_;  // most recently used first
   std::unordered_map<PrimitiveKey, typename std::list<Item>::iterator, PrimitiveKeyHash> index_;
+};
+
+// Data a kernel derives from a constant tensor (an inference model's filter repacked for its
+// loops), kept while that tensor's storage lives: an entry whose storage has gone is dropped at
+// the next miss, so what a model's constants made leaves with the model however many models a
+// process loads.
+template <typename Entry>
+class ConstantDerivedCache {
+ public:
+  // The entry for `key` (which names `source`), built by make() on first use.
+  template <typename Make>
+  std::shared_ptr<const Entry> get(const PrimitiveKey& key, const Tensor& source, Make&& make) {
+    std::lock_guard lock(mutex_);
+    if (const auto found = entries_.find(key);
+        found != entries_.end() && !found->second.source.expired()) {
+      return found->second.entry;
+    }
+    std::erase_if(entries_, [](const auto& item) { return item.second.source.expired(); });
+    auto entry = std::make_shared<const Entry>(make());
+    entries_[key] = Kept{source.storage(), entry};
+    return entry;
+  }
+
+ private:
+  struct Kept {
+    std::weak_ptr<Storage> source;
+    std::shared_ptr<const Entry> entry;
+  };
+  std::mutex mutex_;
+  std::unordered_map<PrimitiveKey, Kept, PrimitiveKeyHash> entries_;
 };
 
 }  // namespace tandem::cpu
