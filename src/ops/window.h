@@ -27,6 +27,10 @@ struct Window2D {
 
   Shape input_shape() const { return {batch, in_h, in_w, in_c}; }
   Shape output_shape() const { return {batch, out_h, out_w, out_c}; }
+  // Output positions N*OH*OW and window entries KH*KW*C_in: the rows and columns of a
+  // convolution's windows unrolled into a matrix.
+  std::int64_t positions() const { return batch * out_h * out_w; }
+  std::int64_t window_entries() const { return k_h * k_w * in_c; }
   // Output positions times window cells: the multiply-adds per output channel pair.
   double window_visits() const {
     return static_cast<double>(batch) * static_cast<double>(out_h * out_w) *

@@ -23,5 +23,10 @@ inline __mmask16 lane_mask(std::int64_t count) {
   return static_cast<__mmask16>((1u << count) - 1);
 }
 
+// relu of each lane, keeping NaN (a lane not <= 0 stays), as oneDNN's relu post-op does.
+[[gnu::target("avx512f"), gnu::always_inline]] inline __m512 relu_lanes(__m512 values) {
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(values, _mm512_setzero_ps(), _CMP_NLE_UQ), values);
+}
+
 }  // namespace tandem::cpu
 #endif

@@ -112,7 +112,7 @@ template <typename T>
 void bias_gradient_loops(const Window2D& g, const T* dy, T* d_bias) {
   using C = compute_type_t<T>;
   std::vector<C> bias_acc(static_cast<std::size_t>(g.out_c), C(0));  // (C_out,)
-  const std::int64_t positions = g.batch * g.out_h * g.out_w;
+  const std::int64_t positions = g.positions();
   for (std::int64_t p = 0; p < positions; ++p) {
     for (std::int64_t co = 0; co < g.out_c; ++co) {
       bias_acc[co] += static_cast<C>(dy[p * g.out_c + co]);
@@ -161,7 +161,7 @@ void conv_backward_filter_loops(const Window2D& g, const T* x, const T* dy, T* d
       }
     }
   };
-  parallel_for(g.k_h * g.k_w, g.batch * g.out_h * g.out_w * cell_stride, cells);
+  parallel_for(g.k_h * g.k_w, g.positions() * cell_stride, cells);
   if (d_bias != nullptr) bias_gradient_loops(g, dy, d_bias);
 }
 
@@ -414,19 +414,11 @@ ConvBackwardInput build_backward_input_primitive(const Window2D& g, DType dtype)
   return packed;
 }
 
-// The rows and columns of the unrolled windows a filter gradient product multiplies.
-std::int64_t patch_rows(const Window2D& g) {
-  return g.batch * g.out_h * g.out_w;
-}
-std::int64_t patch_columns(const Window2D& g) {
-  return g.k_h * g.k_w * g.in_c;
-}
-
 // The product for geometry `g`, or nothing where oneDNN has only its reference matmul for it.
 std::optional<FilterGradientProduct> filter_gradient_product(const Window2D& g, DType dtype) {
   const memory::data_type type = *onednn_data_type(dtype);
-  const std::int64_t rows = patch_rows(g);
-  const std::int64_t columns = patch_columns(g);
+  const std::int64_t rows = g.positions();
+  const std::int64_t columns = g.window_entries();
   const MatmulExtents padded = onednn_matmul_extents(rows, g.out_c, dtype);
   const memory::desc patches({padded.k, columns}, type, memory::dims{columns, 1});
   const memory::desc patches_transposed({columns, padded.k}, type, memory::dims{1, columns});
@@ -458,8 +450,8 @@ constexpr std::int64_t kMaxPatchBytes = std::int64_t{64} << 20;
 // against 0.97 ms); from 1024 positions on (8x8, 128-512 channels) the primitives were as fast or
 // faster, up to 1.5x at 16x16 with 64 channels (bench/RESULTS.md, 2026-12-05 mid-morning).
 bool has_few_positions(const Window2D& g) {
-  return patch_rows(g) <= std::max(g.in_c, g.out_c) &&
-         patch_rows(g) * patch_columns(g) * std::int64_t{4} <= kMaxPatchBytes;
+  return g.positions() <= std::max(g.in_c, g.out_c) &&
+         g.positions() * g.window_entries() * std::int64_t{4} <= kMaxPatchBytes;
 }
 
 // Whether x is its own unrolled windows: a 1x1 window at unit stride without padding.
@@ -492,13 +484,13 @@ memory::desc matrix(std::int64_t rows, std::int64_t columns, DType dtype) {
 // against 0.16 ms.
 ConvForward build_forward_product(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
                                   Residual residual, bool constant_filter) {
-  const memory::desc ours = matrix(patch_columns(g), g.out_c, dtype);
+  const memory::desc ours = matrix(g.window_entries(), g.out_c, dtype);
   const memory::desc filter = constant_filter
-                                  ? memory::desc({patch_columns(g), g.out_c},
+                                  ? memory::desc({g.window_entries(), g.out_c},
                                                  *onednn_data_type(dtype), memory::format_tag::any)
                                   : ours;
-  const ConvDescs descs{matrix(patch_rows(g), patch_columns(g), dtype),
-                        matrix(patch_rows(g), g.out_c, dtype), filter,
+  const ConvDescs descs{matrix(g.positions(), g.window_entries(), dtype),
+                        matrix(g.positions(), g.out_c, dtype), filter,
                         with_bias ? matrix(1, g.out_c, dtype) : memory::desc(), ours};
   const auto build = [&](Residual post_op, bool relu) {
     return dnnl::matmul::primitive_desc(
@@ -513,12 +505,12 @@ ConvForward build_forward_product(const Window2D& g, DType dtype, bool with_bias
 
 // d_windows (N*OH*OW, KH*KW*C_in) = dy (N*OH*OW, C_out) x filter^T, folded into dx afterwards.
 ConvBackwardInput build_backward_input_product(const Window2D& g, DType dtype) {
-  const memory::desc filter_transposed({g.out_c, patch_columns(g)}, *onednn_data_type(dtype),
+  const memory::desc filter_transposed({g.out_c, g.window_entries()}, *onednn_data_type(dtype),
                                        memory::dims{1, g.out_c});
   // Windows' gradients that fold_windows sums are kept in f32, so a bf16 dx is rounded once.
   const bool folded = !windows_are_input(g);
-  const ConvDescs descs{matrix(patch_rows(g), patch_columns(g), folded ? DType::f32 : dtype),
-                        matrix(patch_rows(g), g.out_c, dtype), filter_transposed, memory::desc(),
+  const ConvDescs descs{matrix(g.positions(), g.window_entries(), folded ? DType::f32 : dtype),
+                        matrix(g.positions(), g.out_c, dtype), filter_transposed, memory::desc(),
                         filter_transposed};
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(descs.y, descs.filter, descs.x),
                                         onednn_engine());
@@ -532,7 +524,7 @@ ConvBackwardInput build_backward_input_product(const Window2D& g, DType dtype) {
 // without native bf16, say).
 ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
                           Residual residual, bool products, bool constant_filter) {
-  if (products && has_few_positions(g) && runs_unpadded(dtype, patch_columns(g), g.out_c)) {
+  if (products && has_few_positions(g) && runs_unpadded(dtype, g.window_entries(), g.out_c)) {
     ConvForward product =
         build_forward_product(g, dtype, with_bias, fused_relu, residual, constant_filter);
     if (!is_reference_implementation(implementation(product.primitive).c_str())) return product;
@@ -541,7 +533,7 @@ ConvForward build_forward(const Window2D& g, DType dtype, bool with_bias, bool f
 }
 
 ConvBackwardInput build_backward_input(const Window2D& g, DType dtype, bool products) {
-  if (products && has_few_positions(g) && runs_unpadded(dtype, g.out_c, patch_columns(g))) {
+  if (products && has_few_positions(g) && runs_unpadded(dtype, g.out_c, g.window_entries())) {
     ConvBackwardInput product = build_backward_input_product(g, dtype);
     if (!is_reference_implementation(implementation(product.primitive).c_str())) return product;
   }
@@ -571,7 +563,7 @@ ConvBackwardFilter build_backward_filter(const Window2D& g, DType dtype, bool wi
                             make_filter_reorder(descs.ours, pd.diff_weights_desc(), false),
                             std::nullopt};
   const auto patch_bytes =
-      patch_rows(g) * patch_columns(g) * static_cast<std::int64_t>(dtype_size(dtype));
+      g.positions() * g.window_entries() * static_cast<std::int64_t>(dtype_size(dtype));
   if (reads_strided_positions_only(g) || has_few_positions(g) ||
       (implementation(result.primitive).find("gemm") != std::string::npos &&
        patch_bytes <= kMaxPatchBytes)) {
@@ -604,7 +596,7 @@ void unroll_windows(const Window2D& g, const Tensor& x, const memory& patches) {
   const auto* from = static_cast<const std::byte*>(x.raw_data());
   auto* to = static_cast<std::byte*>(patches.get_data_handle());
   const auto row_bytes = static_cast<std::size_t>(g.k_h * g.k_w) * cell;
-  parallel_for(patch_rows(g), patch_columns(g), [&](std::int64_t begin, std::int64_t end) {
+  parallel_for(g.positions(), g.window_entries(), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t row = begin; row < end; ++row) {
       const std::int64_t n = row / (g.out_h * g.out_w);
       const std::int64_t oh = row / g.out_w % g.out_h;
@@ -638,7 +630,7 @@ void fold_windows_from(const Window2D& g, const memory& d_windows, T* to) {
     const std::int64_t o = offset / g.strides[axis];
     return o < out ? o : std::int64_t{-1};
   };
-  const std::int64_t cost = g.k_h * g.k_w * g.in_c;
+  const std::int64_t cost = g.window_entries();
   parallel_for(g.batch * g.in_h, g.in_w * cost, [&](std::int64_t begin, std::int64_t end) {
     std::vector<C> sums(static_cast<std::size_t>(g.in_c));  // (C_in,)
     for (std::int64_t row = begin; row < end; ++row) {
@@ -652,7 +644,7 @@ void fold_windows_from(const Window2D& g, const memory& d_windows, T* to) {
           for (std::int64_t kw = 0; kw < g.k_w; ++kw) {
             const std::int64_t ow = reader(iw, kw, 1, g.out_w);
             if (ow < 0) continue;
-            const S* cell = from + ((n * g.out_h + oh) * g.out_w + ow) * patch_columns(g) +
+            const S* cell = from + ((n * g.out_h + oh) * g.out_w + ow) * g.window_entries() +
                             (kh * g.k_w + kw) * g.in_c;
             for (std::int64_t ci = 0; ci < g.in_c; ++ci) {
               sums[ci] += static_cast<C>(cell[ci]);
@@ -706,7 +698,7 @@ memory forward_input(const ConvForward& entry, const Tensor& x) {
 // batch-1 pass 12.6-13.0 against 12.7-13.4 ms), so the kernels keep them.
 bool products_allowed(const Window2D& g, bool constant_filter) {
   if (deterministic()) return false;
-  return !constant_filter || patch_rows(g) >= 64;
+  return !constant_filter || g.positions() >= 64;
 }
 
 #if defined(__x86_64__)
@@ -726,9 +718,9 @@ void conv_forward_streamed(const KernelContext& c, const Window2D& g) {
                                       [&] { return filter_panels(g, filter); });
   Tensor windows;  // (N*OH*OW, KH*KW*C_in), where x is not its own windows
   if (!windows_are_input(g)) {
-    windows = Tensor::empty({patch_rows(g), patch_columns(g)}, DType::f32);
+    windows = Tensor::empty({g.positions(), g.window_entries()}, DType::f32);
     unroll_windows(g, c.inputs[0],
-                   wrap(matrix(patch_rows(g), patch_columns(g), DType::f32), windows));
+                   wrap(matrix(g.positions(), g.window_entries(), DType::f32), windows));
   }
   const bool with_bias = has_bias_input(c.inputs.size(), attrs.fused_add);
   streamed_filter_conv(g, f32_data(windows.defined() ? windows : c.inputs[0]), f32_data(*panels),
@@ -798,8 +790,8 @@ void conv_backward_filter_product(const KernelContext& c, const Window2D& g,
   const memory patches(product.patches, onednn_engine());
   unroll_windows(g, c.inputs[0], patches);
   const MatmulExtents& padded = product.padded;
-  const std::int64_t rows = patch_rows(g);
-  const std::int64_t columns = patch_columns(g);
+  const std::int64_t rows = g.positions();
+  const std::int64_t columns = g.window_entries();
   const DType dtype = c.inputs[1].dtype();
   // Summed rows past N*OH*OW (a padded product's) are zeros.
   std::memset(static_cast<std::byte*>(patches.get_data_handle()) +
@@ -864,8 +856,7 @@ void conv_kernel(const KernelContext& c) {
     if (c.kind == OpKind::conv2d_backward_filter && dtype == DType::f32 &&
         few_channel_filter_gradient_fits(g)) {
       return few_channel_conv_backward_filter(
-          g, static_cast<const float*>(c.inputs[0].raw_data()),
-          static_cast<const float*>(c.inputs[1].raw_data()),
+          g, f32_data(c.inputs[0]), f32_data(c.inputs[1]),
           static_cast<float*>(c.outputs[0].raw_data()),
           c.outputs.size() == 2 ? static_cast<float*>(c.outputs[1].raw_data()) : nullptr);
     }
@@ -914,9 +905,8 @@ void pooled_conv_backward_filter_kernel(const KernelContext& c) {
   if (x.dtype() == DType::f32 && !empty && !deterministic() &&
       few_channel_filter_gradient_fits(g) && windows_are_disjoint(pool)) {
     return few_channel_pooled_conv_backward_filter(
-        g, pool, static_cast<const float*>(x.raw_data()),
-        static_cast<const float*>(pooled_dy.raw_data()), static_cast<const float*>(y.raw_data()),
-        pool_attrs.relu_masked, static_cast<float*>(c.outputs[0].raw_data()),
+        g, pool, f32_data(x), f32_data(pooled_dy), f32_data(y), pool_attrs.relu_masked,
+        static_cast<float*>(c.outputs[0].raw_data()),
         c.outputs.size() == 2 ? static_cast<float*>(c.outputs[1].raw_data()) : nullptr);
   }
 #endif

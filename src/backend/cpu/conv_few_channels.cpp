@@ -49,7 +49,7 @@ class WindowRows {
         columns_((g.out_w - 1) * g.strides[1] + (g.k_w - 1) * g.dilations[1] + 1),
         width_(columns_ * g.in_c),
         data_(static_cast<std::size_t>(g.k_h * width_)),
-        offsets_(static_cast<std::size_t>(g.k_h * g.k_w * g.in_c)) {
+        offsets_(static_cast<std::size_t>(g.window_entries())) {
     for (std::int64_t kh = 0; kh < g.k_h; ++kh) {
       for (std::int64_t kw = 0; kw < g.k_w; ++kw) {
         for (std::int64_t ci = 0; ci < g.in_c; ++ci) {
@@ -193,7 +193,7 @@ void filter_gradient_row(const Window2D& g, const WindowRows& rows, const float*
 template <typename MakeAdder>
 void sum_filter_gradient(const Window2D& g, MakeAdder&& make_adder, float* d_filter,
                          float* d_bias) {
-  const std::int64_t entries = g.k_h * g.k_w * g.in_c;
+  const std::int64_t entries = g.window_entries();
   const std::int64_t padded_c = (g.out_c + kChannelBlock - 1) / kChannelBlock * kChannelBlock;
   std::vector<std::pair<std::int64_t, std::vector<float>>> shares;  // (first row, sums)
   std::mutex shares_mutex;
@@ -247,14 +247,11 @@ template <int Count, int Entries, int Halves>
         sums[i][h] = _mm512_fmadd_ps(value, filter[e][h], sums[i][h]);
     }
   }
-  const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 16
   for (int i = 0; i < Count; ++i) {
 #pragma GCC unroll 16
     for (int h = 0; h < Halves; ++h) {
-      __m512 out = sums[i][h];
-      // relu keeps NaN (not <= 0), as oneDNN's post-op does.
-      if (relu) out = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(out, zero, _CMP_NLE_UQ), out);
+      const __m512 out = relu ? relu_lanes(sums[i][h]) : sums[i][h];
       _mm512_mask_storeu_ps(y_row + (first + i) * out_c + h * kAvx512Lanes, masks[h], out);
     }
   }
@@ -309,18 +306,18 @@ constexpr std::array<std::array<ForwardPass, kEntryTile>, 2> kForwardPasses = {
 }  // namespace
 
 bool few_channel_filter_gradient_fits(const Window2D& g) {
-  const std::int64_t entries = g.k_h * g.k_w * g.in_c;
+  const std::int64_t entries = g.window_entries();
   return cpu_has_avx512() && entries <= kMaxWindowEntries &&
          (entries <= kEntryTile || g.out_c > kAvx512Lanes);
 }
 
 bool few_channel_forward_fits(const Window2D& g) {
-  return cpu_has_avx512() && g.k_h * g.k_w * g.in_c <= kEntryTile;
+  return cpu_has_avx512() && g.window_entries() <= kEntryTile;
 }
 
 void few_channel_conv_forward(const Window2D& g, const float* x, const float* filter,
                               const float* bias, bool relu, float* y) {
-  const std::int64_t entries = g.k_h * g.k_w * g.in_c;
+  const std::int64_t entries = g.window_entries();
   parallel_for(g.batch * g.out_h, g.out_w * entries * g.out_c,
                [&](std::int64_t begin, std::int64_t end) {
                  WindowRows rows(g);

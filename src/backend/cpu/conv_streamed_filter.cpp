@@ -55,8 +55,7 @@ template <int Rows>
   for (int row = 0; row < Rows; ++row) {
     __m512 out = _mm512_add_ps(sums[row], bias_row);
     if (residual != nullptr) out = _mm512_add_ps(out, _mm512_loadu_ps(residual + row * y_stride));
-    // relu keeps NaN (not <= 0), as oneDNN's post-op does.
-    if (relu) out = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(out, zero, _CMP_NLE_UQ), out);
+    if (relu) out = relu_lanes(out);
     _mm512_storeu_ps(y + row * y_stride, out);
   }
 }
@@ -70,23 +69,16 @@ constexpr std::array<PanelFunction, sizeof...(Rows)> panel_functions(
 // panel_product for 1..kMaxPositions rows, by rows - 1.
 constexpr auto kPanelFunctions = panel_functions(std::make_integer_sequence<int, kMaxPositions>{});
 
-std::int64_t product_rows(const Window2D& g) {
-  return g.batch * g.out_h * g.out_w;
-}
-std::int64_t product_depth(const Window2D& g) {
-  return g.k_h * g.k_w * g.in_c;
-}
-
 }  // namespace
 
 bool streamed_filter_fits(const Window2D& g, DType dtype) {
-  const std::int64_t rows = product_rows(g);
+  const std::int64_t rows = g.positions();
   return dtype == DType::f32 && cpu_has_avx512() && rows > 0 && rows <= kMaxPositions &&
          g.out_c > 0 && g.out_c % kPanelWidth == 0;
 }
 
 Tensor filter_panels(const Window2D& g, const Tensor& filter) {
-  const std::int64_t depth = product_depth(g);
+  const std::int64_t depth = g.window_entries();
   const std::int64_t panels = g.out_c / kPanelWidth;
   Tensor result = Tensor::empty({panels, depth, kPanelWidth}, DType::f32);
   const auto* from = static_cast<const float*>(filter.raw_data());  // (K, C_out)
@@ -104,8 +96,8 @@ Tensor filter_panels(const Window2D& g, const Tensor& filter) {
 
 void streamed_filter_conv(const Window2D& g, const float* windows, const float* panels,
                           const float* bias, const float* residual, bool relu, float* y) {
-  const std::int64_t rows = product_rows(g);
-  const std::int64_t depth = product_depth(g);
+  const std::int64_t rows = g.positions();
+  const std::int64_t depth = g.window_entries();
   const PanelFunction product = kPanelFunctions[static_cast<std::size_t>(rows - 1)];
   parallel_for(
       g.out_c / kPanelWidth, rows * depth * kPanelWidth, [&](std::int64_t begin, std::int64_t end) {
