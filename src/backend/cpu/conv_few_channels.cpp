@@ -158,16 +158,12 @@ using FilterGradientPass = void (*)(const WindowRows&, const std::int64_t*, cons
                                     std::int64_t, std::int64_t, const ChannelBlock&, float*,
                                     std::int64_t, float*);
 
-template <int Halves, std::size_t... Counts>
-constexpr std::array<FilterGradientPass, sizeof...(Counts)> filter_gradient_passes(
-    std::index_sequence<Counts...>) {
-  return {&filter_gradient_pass<static_cast<int>(Counts) + 1, Halves>...};
-}
-
 // The pass for 1..kEntryTile entries at index count - 1, for one half and for two.
 constexpr std::array<std::array<FilterGradientPass, kEntryTile>, 2> kFilterGradientPasses = {
-    filter_gradient_passes<1>(std::make_index_sequence<kEntryTile>{}),
-    filter_gradient_passes<2>(std::make_index_sequence<kEntryTile>{})};
+    instances_by_count<kEntryTile>(
+        []<int Entries>() -> FilterGradientPass { return &filter_gradient_pass<Entries, 1>; }),
+    instances_by_count<kEntryTile>(
+        []<int Entries>() -> FilterGradientPass { return &filter_gradient_pass<Entries, 2>; })};
 
 // Adds one output row's products to sums (P + 1, padded_c): the filter's P entries, then the
 // bias (dy summed).
@@ -292,16 +288,12 @@ template <int Entries, int Halves>
 using ForwardPass = void (*)(const WindowRows&, const std::int64_t*, const float*, std::int64_t,
                              std::int64_t, const ChannelBlock&, const float*, bool, float*);
 
-template <int Halves, std::size_t... Counts>
-constexpr std::array<ForwardPass, sizeof...(Counts)> forward_passes(
-    std::index_sequence<Counts...>) {
-  return {&forward_pass<static_cast<int>(Counts) + 1, Halves>...};
-}
-
 // The pass for 1..kEntryTile entries at index count - 1, for one half and for two.
 constexpr std::array<std::array<ForwardPass, kEntryTile>, 2> kForwardPasses = {
-    forward_passes<1>(std::make_index_sequence<kEntryTile>{}),
-    forward_passes<2>(std::make_index_sequence<kEntryTile>{})};
+    instances_by_count<kEntryTile>(
+        []<int Entries>() -> ForwardPass { return &forward_pass<Entries, 1>; }),
+    instances_by_count<kEntryTile>(
+        []<int Entries>() -> ForwardPass { return &forward_pass<Entries, 2>; })};
 
 }  // namespace
 

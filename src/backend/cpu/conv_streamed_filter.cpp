@@ -60,14 +60,9 @@ template <int Rows>
   }
 }
 
-template <int... Rows>
-constexpr std::array<PanelFunction, sizeof...(Rows)> panel_functions(
-    std::integer_sequence<int, Rows...>) {
-  return {&panel_product<Rows + 1>...};
-}
-
 // panel_product for 1..kMaxPositions rows, by rows - 1.
-constexpr auto kPanelFunctions = panel_functions(std::make_integer_sequence<int, kMaxPositions>{});
+constexpr auto kPanelFunctions = instances_by_count<kMaxPositions>(
+    []<int Rows>() -> PanelFunction { return &panel_product<Rows>; });
 
 }  // namespace
 

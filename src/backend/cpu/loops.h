@@ -27,6 +27,17 @@ namespace tandem::cpu {
 // Below this many elements a loop runs on one thread.
 inline constexpr std::int64_t kParallelGrain = 32768;
 
+// {make.template operator()<1>(), ..., make.template operator()<Count>()}: the instances of a
+// loop templated on a count it keeps in registers, indexed by count - 1, e.g.
+// instances_by_count<16>([]<int Rows>() { return &panel_product<Rows>; }).
+template <int Count, typename Make>
+constexpr auto instances_by_count(Make make) {
+  return [&]<int... Counts>(std::integer_sequence<int, Counts...>) {
+    return std::array{make.template operator()<Counts + 1>()...};
+  }
+  (std::make_integer_sequence<int, Count>{});
+}
+
 // Calls body(begin, end) over [0, count) split across threads.
 template <typename Body>
 void parallel_for(std::int64_t count, std::int64_t cost_per_item, Body&& body) {
