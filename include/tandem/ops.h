@@ -23,7 +23,8 @@ namespace tandem {
   X(abs)                                                                             \
   X(sign)                                                                            \
   X(exp)                                                                             \
-  X(log) X(sqrt) X(rsqrt) X(square) X(relu) X(gelu) X(sigmoid)                       \
+  X(log)                                                                             \
+  X(sqrt) X(rsqrt) X(square) X(relu) X(gelu) X(sigmoid)                              \
       X(tanh) /* their backward kernels (dy with the forward input x or output y) */ \
       X(relu_backward) X(gelu_backward) X(sigmoid_backward)                          \
           X(tanh_backward) /* binary with NumPy broadcasting */                      \
@@ -50,8 +51,9 @@ namespace tandem {
 // collectives across the replicas of a data-parallel XLA program
 #define TANDEM_OPS_collective(X) X(all_reduce)
 // formed by a compiled step's fusion passes: a chain of element-wise ops as one loop; a
-// convolution's filter gradient from the gradient of the max pooling after it
-#define TANDEM_OPS_fused(X) X(fused_elementwise) X(pooled_conv2d_backward_filter)
+// convolution with the max pooling after it; a convolution's filter gradient from the gradient
+// of the max pooling after it
+#define TANDEM_OPS_fused(X) X(fused_elementwise) X(pooled_conv2d) X(pooled_conv2d_backward_filter)
 // quantisation simulated in floating point (post-training calibration, quantisation-aware
 // training)
 #define TANDEM_OPS_quantize(X) X(fake_quantize) X(quantized_conv2d) X(quantized_matmul)
@@ -62,8 +64,9 @@ namespace tandem {
   F(reduction, X)                                                                            \
   F(gather, X)                                                                               \
   F(linalg, X)                                                                               \
-  F(conv, X) F(pool, X) F(norm, X) F(layer_norm, X) F(softmax, X) F(layout, X) F(dropout, X) \
-      F(loss, X) F(optimizer, X) F(collective, X) F(fused, X) F(quantize, X)
+  F(conv, X)                                                                                 \
+  F(pool, X) F(norm, X) F(layer_norm, X) F(softmax, X) F(layout, X) F(dropout, X) F(loss, X) \
+      F(optimizer, X) F(collective, X) F(fused, X) F(quantize, X)
 #define TANDEM_OPS_OF_FAMILY(family, X) TANDEM_OPS_##family(X)
 // X(op) for every op, in table order.
 #define TANDEM_OPS(X) TANDEM_OP_FAMILIES(TANDEM_OPS_OF_FAMILY, X)

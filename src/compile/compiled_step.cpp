@@ -596,6 +596,7 @@ CompiledStep trace_step(const std::string& name, const StepBody& body,
   compile::fuse_residual_adds(graph, counts);
   compile::fuse_activations(graph, counts);
   compile::fuse_pooled_filter_gradients(graph, counts);
+  compile::fuse_pooled_convolutions(graph, counts);
   compile::fuse_elementwise_chains(graph, counts);
   compile::group_optimizer_updates(graph, counts);
   impl->stats.constants = counts.constants;

@@ -410,6 +410,80 @@ void fuse_pooled_filter_gradients(Graph& graph, PassCounts& counts) {
 
 namespace {
 
+// Whether a pooled filter gradient's pooling is `pooling`'s (max_pool2d's attributes).
+bool same_pooling(const Node& gradient, const Attrs& pooling) {
+  const auto pooled = op_attrs<OpKind::pooled_conv2d_backward_filter>(gradient.attrs);
+  const Pool2DOptions pool = op_attrs<OpKind::max_pool2d>(pooling);
+  return pooled.pool_window == pool.window && pooled.pool_strides == pool.strides &&
+         pooled.pool_padding == pool.padding;
+}
+
+}  // namespace
+
+void fuse_pooled_convolutions(Graph& graph, PassCounts& counts) {
+  if (graph.device.type != DeviceType::cpu) return;
+  const std::vector<int> readers = count_readers(graph);
+  const std::unordered_map<int, std::size_t> producer = find_producers(graph);
+  std::unordered_map<int, std::size_t> gradient_over;  // y -> the pooled filter gradient over it
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    if (node.kind == OpKind::pooled_conv2d_backward_filter &&
+        !op_attrs<OpKind::pooled_conv2d_backward_filter>(node.attrs).from_winners) {
+      gradient_over[node.inputs[2]] = n;
+    }
+  }
+  std::vector<bool> removed(graph.nodes.size(), false);
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& pooling = graph.nodes[n];
+    if (pooling.kind != OpKind::max_pool2d) continue;
+    const int y = pooling.inputs[0];
+    const auto found = producer.find(y);
+    if (found == producer.end() ||
+        graph.values[static_cast<std::size_t>(y)].meta.dtype != DType::f32)
+      continue;
+    Node& convolution = graph.nodes[found->second];
+    if (convolution.kind != OpKind::conv2d) continue;
+    const Conv2DAttrs conv = op_attrs<OpKind::conv2d>(convolution.attrs);
+    const Pool2DOptions pool = op_attrs<OpKind::max_pool2d>(pooling.attrs);
+    if (conv.fused_add || pool.window[0] * pool.window[1] > 127) continue;
+    // The pooling reads y, and at most a pooled filter gradient besides, which can take the
+    // winners instead where its relu mask is the convolution's relu.
+    const auto gradient = gradient_over.find(y);
+    const bool with_gradient = gradient != gradient_over.end();
+    if (readers[static_cast<std::size_t>(y)] != (with_gradient ? 2 : 1)) continue;
+    if (with_gradient) {
+      const Node& pooled_gradient = graph.nodes[gradient->second];
+      const auto attrs = op_attrs<OpKind::pooled_conv2d_backward_filter>(pooled_gradient.attrs);
+      if (attrs.relu_masked != conv.fused_relu || !same_pooling(pooled_gradient, pooling.attrs))
+        continue;
+    }
+    Value winners;
+    winners.meta = {graph.values[static_cast<std::size_t>(pooling.outputs[0])].meta.shape,
+                    DType::i8};
+    winners.device = graph.values[static_cast<std::size_t>(pooling.outputs[0])].device;
+    const auto winners_id = static_cast<int>(graph.values.size());
+    graph.values.push_back(std::move(winners));
+    convolution.attrs = pooled_conv2d_attrs(convolution.attrs, pooling.attrs);
+    convolution.kind = OpKind::pooled_conv2d;
+    convolution.outputs = {pooling.outputs[0], winners_id};
+    convolution.label =
+        (convolution.label.empty() ? std::string("conv2d") : convolution.label) + "+max_pool2d";
+    if (with_gradient) {
+      Node& pooled_gradient = graph.nodes[gradient->second];
+      auto attrs = op_attrs<OpKind::pooled_conv2d_backward_filter>(pooled_gradient.attrs);
+      attrs.from_winners = true;
+      pooled_gradient.attrs = make_op_attrs<OpKind::pooled_conv2d_backward_filter>(attrs);
+      pooled_gradient.inputs[2] = winners_id;
+    }
+    removed[n] = true;
+    ++counts.fused;
+  }
+  std::map<std::size_t, Node> replaced;
+  keep_nodes(graph, removed, replaced);
+}
+
+namespace {
+
 // A node the chain pass may take: a correctly rounded element-wise op on floats whose inputs
 // each repeat into its output (fused_elementwise's rule).
 bool chainable(const Graph& graph, const Node& node) {

@@ -110,6 +110,10 @@ const char* shown_name(OpKind kind, const Attrs& attrs, std::size_t inputs) {
       op_attrs<OpKind::max_pool2d_backward>(attrs).relu_masked) {
     return "max_pool2d_backward+relu_backward";
   }
+  if (kind == OpKind::pooled_conv2d) {
+    return op_attrs<OpKind::pooled_conv2d>(attrs).fused_relu ? "conv2d+relu+max_pool2d"
+                                                             : "conv2d+max_pool2d";
+  }
   if (kind == OpKind::pooled_conv2d_backward_filter) {
     return op_attrs<OpKind::pooled_conv2d_backward_filter>(attrs).relu_masked
                ? "max_pool2d_backward+relu_backward+conv2d_backward_filter"

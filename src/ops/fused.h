@@ -69,6 +69,25 @@ std::string fused_label(const std::vector<FusedInstruction>& program);
 // output's trailing axes once its own leading 1s are dropped.
 bool repeats_into(const Shape& shape, const Shape& output);
 
+// pooled_conv2d: max_pool2d(conv2d(x, filter[, bias]...)) (relu fused where the convolution's
+// attributes say so), inputs conv2d's, outputs the pooled result (N, PH, PW, C_out) and the
+// pooling's winners (N, PH, PW, C_out) i8: per pooled cell, kh * KW + kw of the window cell whose
+// value was taken (the first maximum in scan order over the cells inside the image, as
+// max_pool2d_backward picks it), or -1 where the relu is fused and that maximum is not positive
+// (relu's backward pass sends nothing back there). The convolution's full result never has to be
+// in memory: where the backend's kernel forms it a few rows at a time (the CPU's, for a first
+// layer's small window on AVX-512), each band of rows is pooled while in the cache. A compiled
+// step's fusion pass forms it on the CPU where the pooling alone reads the convolution's result,
+// apart from a pooled_conv2d_backward_filter, which then reads the winners instead
+// (from_winners). Its shapes, cost and lowering are its two ops' own, through the attributes
+// below.
+struct PooledConvolutionParts {
+  Attrs convolution;  // conv2d's
+  Attrs pooling;      // max_pool2d's
+};
+Attrs pooled_conv2d_attrs(const Attrs& convolution, const Attrs& pooling);
+PooledConvolutionParts pooled_convolution_parts(const Attrs& attrs);
+
 // pooled_conv2d_backward_filter: a convolution's filter (and bias) gradient taken from the
 // gradient of the max pooling that reads its output, inputs (x, pooled_dy, y): the same as
 // conv2d_backward_filter(x, max_pool2d_backward(pooled_dy, y)) (relu-masked where the pooling's
@@ -76,7 +95,10 @@ bool repeats_into(const Shape& shape, const Shape& output);
 // backend's kernel can form it a few rows at a time (the CPU's, for a first layer's small window
 // on AVX-512: backend/cpu/conv_few_channels.h). A compiled step's fusion pass forms it on the CPU
 // where that gradient feeds nothing else (a first layer, whose input needs no gradient); its
-// shapes, cost and lowering are its two ops' own, through their attributes below.
+// shapes, cost and lowering are its two ops' own, through their attributes below. With
+// from_winners its inputs are (x, pooled_dy, winners), the winners of the pooled_conv2d that
+// made the pooled result: dy is pooled_dy at each window's winner and 0 elsewhere, which is
+// max_pool2d_backward's dy (relu-masked as the winners are), without reading y.
 struct PooledFilterGradientParts {
   Attrs pool_gradient;    // max_pool2d_backward's
   Attrs filter_gradient;  // conv2d_backward_filter's

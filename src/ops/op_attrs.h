@@ -71,14 +71,24 @@ struct MaxPool2DBackwardAttrs : Pool2DOptions {
   // relu's output. Set by a compiled step's fusion pass, never by the wrappers.
   bool relu_masked = false;
 };
+// pooled_conv2d (ops/fused.h): max_pool2d of conv2d's result, inputs conv2d's, outputs the
+// pooled result and each window's winner. Set by a compiled step's fusion pass, never by the
+// wrappers.
+struct PooledConv2DAttrs : Conv2DAttrs {
+  std::array<std::int64_t, 2> pool_window{2, 2};
+  std::array<std::int64_t, 2> pool_strides{2, 2};
+  Padding pool_padding = Padding::valid;
+};
 // pooled_conv2d_backward_filter (ops/fused.h): conv2d_backward_filter(x, dy) of the gradient
-// dy = max_pool2d_backward(pooled_dy, y) (relu_masked as there), inputs (x, pooled_dy, y). Set by
-// a compiled step's fusion pass, never by the wrappers.
+// dy = max_pool2d_backward(pooled_dy, y) (relu_masked as there), inputs (x, pooled_dy, y), or
+// with from_winners (x, pooled_dy, winners), the winners pooled_conv2d wrote in place of y. Set
+// by a compiled step's fusion passes, never by the wrappers.
 struct PooledConv2DBackwardFilterAttrs : Conv2DBackwardFilterAttrs {
   std::array<std::int64_t, 2> pool_window{2, 2};
   std::array<std::int64_t, 2> pool_strides{2, 2};
   Padding pool_padding = Padding::valid;
   bool relu_masked = false;
+  bool from_winners = false;
 };
 struct AvgPool2DBackwardAttrs : Pool2DOptions {
   Shape input_shape;  // (N, H, W, C) of the forward input
@@ -202,7 +212,18 @@ constexpr auto attr_fields(std::type_identity<PooledConv2DBackwardFilterAttrs>) 
                                    AttrField<A, Pair>{"pool_window", &A::pool_window},
                                    AttrField<A, Pair>{"pool_strides", &A::pool_strides},
                                    AttrField<A, Padding>{"pool_padding", &A::pool_padding},
-                                   AttrField<A, bool>{"relu_masked", &A::relu_masked}});
+                                   AttrField<A, bool>{"relu_masked", &A::relu_masked},
+                                   AttrField<A, bool>{"from_winners", &A::from_winners}});
+}
+constexpr auto attr_fields(std::type_identity<PooledConv2DAttrs>) {
+  using A = PooledConv2DAttrs;
+  using Pair = std::array<std::int64_t, 2>;
+  return std::tuple_cat(conv_fields<A>(),
+                        std::tuple{AttrField<A, bool>{"fused_relu", &A::fused_relu},
+                                   AttrField<A, bool>{"fused_add", &A::fused_add},
+                                   AttrField<A, Pair>{"pool_window", &A::pool_window},
+                                   AttrField<A, Pair>{"pool_strides", &A::pool_strides},
+                                   AttrField<A, Padding>{"pool_padding", &A::pool_padding}});
 }
 template <typename Struct>
 constexpr auto pool_fields() {
@@ -328,6 +349,7 @@ TANDEM_OP_ATTRS(sgd_update, SgdUpdateAttrs)
 TANDEM_OP_ATTRS(adam_update, AdamUpdateAttrs)
 TANDEM_OP_ATTRS(all_reduce, AllReduceAttrs)
 TANDEM_OP_ATTRS(fused_elementwise, FusedElementwiseAttrs)
+TANDEM_OP_ATTRS(pooled_conv2d, PooledConv2DAttrs)
 TANDEM_OP_ATTRS(pooled_conv2d_backward_filter, PooledConv2DBackwardFilterAttrs)
 TANDEM_OP_ATTRS(fake_quantize, FakeQuantizeAttrs)
 TANDEM_OP_ATTRS(quantized_conv2d, QuantizedConv2DAttrs)

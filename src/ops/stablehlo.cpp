@@ -200,14 +200,15 @@ StablehloValue StablehloEmitter::pad(const StablehloValue& value, double fill,
 
 StablehloValue StablehloEmitter::slice(const StablehloValue& value,
                                        const std::vector<std::int64_t>& begin,
-                                       const std::vector<std::int64_t>& limit) {
+                                       const std::vector<std::int64_t>& limit,
+                                       std::vector<std::int64_t> strides) {
+  if (strides.empty()) strides.assign(begin.size(), 1);
   Shape shape;
   for (std::size_t axis = 0; axis < begin.size(); ++axis)
-    shape.push_back(limit[axis] - begin[axis]);
+    shape.push_back((limit[axis] - begin[axis] + strides[axis] - 1) / strides[axis]);
   return emit("\"stablehlo.slice\"(" + value.name + ") {start_indices = " + i64_array(begin) +
-                  ", limit_indices = " + i64_array(limit) +
-                  ", strides = " + i64_array(std::vector<std::int64_t>(begin.size(), 1)) + "} : (" +
-                  type(value) + ") -> " + type(shape, value.dtype),
+                  ", limit_indices = " + i64_array(limit) + ", strides = " + i64_array(strides) +
+                  "} : (" + type(value) + ") -> " + type(shape, value.dtype),
               shape, value.dtype);
 }
 

@@ -80,9 +80,11 @@ class StablehloEmitter {
   StablehloValue pad(const StablehloValue& value, double fill, const std::vector<std::int64_t>& low,
                      const std::vector<std::int64_t>& high,
                      std::vector<std::int64_t> interior = {});
-  // The cells [begin, limit) of each axis of `value`.
+  // The cells [begin, limit) of each axis of `value`, every strides[axis]-th from begin (strides
+  // empty: every cell).
   StablehloValue slice(const StablehloValue& value, const std::vector<std::int64_t>& begin,
-                       const std::vector<std::int64_t>& limit);
+                       const std::vector<std::int64_t>& limit,
+                       std::vector<std::int64_t> strides = {});
   // `value` with another shape of as many elements.
   StablehloValue reshape(const StablehloValue& value, const Shape& shape);
   // stablehlo.dot_general of `lhs` and `rhs` over the given batch and contracting axes, giving

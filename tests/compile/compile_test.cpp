@@ -99,13 +99,16 @@ TEST(CompiledStep, FusesReluBackwardIntoMaxPoolingBackward) {
   };
   CompiledStep step = trace_step("pooling", body, {x, filter});
   // relu into the convolution, relu_backward into the pooling's and that into the filter
-  // gradient (which reads nothing else of it), square's backward (two muls) into one loop. The
-  // filter gradient forms its dy whole here (27 window entries to 4 channels: not the
-  // few-channel loops), so the bits are eager's.
-  EXPECT_EQ(step.stats().fused, 4u) << step.listing();
+  // gradient (which reads nothing else of it), the pooling into the convolution (the filter
+  // gradient reading its winners), square's backward (two muls) into one loop. The
+  // convolution and the filter gradient form y and dy whole here (27 window entries to 4
+  // channels: not the few-channel loops), with eager's bits.
+  EXPECT_EQ(step.stats().fused, 5u) << step.listing();
   EXPECT_NE(step.listing().find("max_pool2d_backward+relu_backward+conv2d_backward_filter("),
             std::string::npos)
       << step.listing();
+  EXPECT_NE(step.listing().find("from_winners=true"), std::string::npos) << step.listing();
+  EXPECT_NE(step.listing().find("= conv2d+relu+max_pool2d("), std::string::npos) << step.listing();
   EXPECT_EQ(step.listing().find("= relu_backward("), std::string::npos) << step.listing();
   const std::vector<Tensor> compiled = step.run({x, filter});
   const std::vector<Tensor> eager = body({x, filter});
@@ -113,10 +116,10 @@ TEST(CompiledStep, FusesReluBackwardIntoMaxPoolingBackward) {
   expect_identical(compiled[1], eager[1], "filter gradient");
 }
 
-// A first layer (one input channel, 3x3 to 32 channels) with relu and max pooling: its filter
-// gradient takes the pooling's gradient as it is formed (the few-channel loops on AVX-512 CPUs),
-// with eager's bits; where the pooling's gradient is read by another node too (the input's
-// gradient), nothing fuses.
+// A first layer (one input channel, 3x3 to 32 channels) with relu and max pooling: the
+// convolution is pooled as it is formed and its filter gradient takes the pooling's gradient from
+// the winners as it is formed (the few-channel loops on AVX-512 CPUs), with eager's bits; where
+// the pooling's gradient is read by another node too (the input's gradient), nothing fuses.
 TEST(CompiledStep, FusesMaxPoolingBackwardIntoAFirstLayersFilterGradient) {
   const Tensor x = uniform({4, 14, 12, 1}, 32), filter = uniform({3, 3, 1, 32}, 33);
   for (const bool input_gradient : {false, true}) {
@@ -133,6 +136,8 @@ TEST(CompiledStep, FusesMaxPoolingBackwardIntoAFirstLayersFilterGradient) {
     CompiledStep step = trace_step("first_layer", body, {x, filter});
     const bool fused = step.listing().find("+conv2d_backward_filter(") != std::string::npos;
     EXPECT_EQ(fused, !input_gradient) << step.listing();
+    const bool pooled = step.listing().find("= conv2d+relu+max_pool2d(") != std::string::npos;
+    EXPECT_EQ(pooled, !input_gradient) << step.listing();
     const std::vector<Tensor> compiled = step.run({x, filter});
     const std::vector<Tensor> eager = body({x, filter});
     ASSERT_EQ(compiled.size(), eager.size());

@@ -122,9 +122,13 @@ TEST(Profiler, SeesACompiledStepsNodesInTheirPhases) {
   const observe::ProfileReport report = profile_cnn(4, 4, dir.file("trace.json"), true);
   ASSERT_EQ(report.steps, 1);
   const std::string table = report.table();
+  // The second convolution with its relu; the first with its relu and pooling.
   const observe::OpProfile* fused = find_row(report, "conv2d+relu", "forward");
   ASSERT_NE(fused, nullptr) << table;
-  EXPECT_EQ(fused->calls, 2);
+  EXPECT_EQ(fused->calls, 1);
+  const observe::OpProfile* pooled_forward = find_row(report, "conv2d+relu+max_pool2d", "forward");
+  ASSERT_NE(pooled_forward, nullptr) << table;
+  EXPECT_EQ(pooled_forward->calls, 1);
   EXPECT_NE(find_row(report, "conv2d_backward_filter", "backward"), nullptr) << table;
   // The first layer's filter gradient with the pooling's and relu's backward passes before it.
   const observe::OpProfile* pooled =

@@ -1,9 +1,12 @@
 // fused_elementwise (ops/fused.h): a chain run as one loop gives the bits of its ops run one by
 // one, in every floating dtype, with inputs repeated along leading axes; bad programs and shapes
 // are refused with messages naming what is wrong. pooled_conv2d_backward_filter gives the bits of
-// its two ops, on the path that forms the gradient in bands and on the one that forms it whole.
+// its two ops, on the path that forms the gradient in bands and on the one that forms it whole;
+// so does pooled_conv2d, whose winners give the filter gradient the same cells as the
+// convolution's result does.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "ops/fused.h"
@@ -176,6 +179,150 @@ TEST(PooledConv2DBackwardFilter, NamesItselfInShapeErrors) {
   });
   EXPECT_NE(message.find("pooled_conv2d_backward_filter"), std::string::npos) << message;
   EXPECT_NE(message.find("(1, 3, 3, 8)"), std::string::npos) << message;
+}
+
+struct PooledConvolutionCase {
+  Shape x_shape;
+  Shape filter_shape;
+  Conv2DOptions conv;
+  Pool2DOptions pool;
+  bool relu;
+  bool bias;
+  DType dtype = DType::f32;
+};
+
+// pooled_conv2d against conv2d then max_pool2d, and its winners: the filter gradient from them
+// against the one from the convolution's result (max_pool2d_backward's choice of cell), both
+// with the bits of the ops one by one.
+void expect_pooled_convolution_gives_its_ops_bits(const PooledConvolutionCase& c) {
+  const std::string label = "x " + shape_str(c.x_shape) + ", filter " + shape_str(c.filter_shape) +
+                            ", pool " + std::to_string(c.pool.window[0]) + "x" +
+                            std::to_string(c.pool.window[1]) + " stride " +
+                            std::to_string(c.pool.strides[0]) + (c.relu ? ", relu" : "") +
+                            (c.bias ? ", bias, " : ", ") + dtype_name(c.dtype);
+  std::vector<Tensor> inputs{random_tensor(c.x_shape, -1, 1, 0, c.dtype),
+                             random_tensor(c.filter_shape, -1, 1, 0, c.dtype)};
+  if (c.bias) inputs.push_back(random_tensor({c.filter_shape[3]}, -1, 1, 0, c.dtype));
+  Conv2DAttrs conv_attrs;
+  static_cast<Conv2DOptions&>(conv_attrs) = c.conv;
+  conv_attrs.fused_relu = c.relu;
+  const Attrs convolution = make_op_attrs<K::conv2d>(conv_attrs);
+  const Attrs pooling = make_op_attrs<K::max_pool2d>(c.pool);
+  const Tensor y = call_op(K::conv2d, inputs, convolution)[0];
+  const Tensor pooled = call_op(K::max_pool2d, {y}, pooling)[0];
+  const std::vector<Tensor> fused =
+      call_op(K::pooled_conv2d, inputs, pooled_conv2d_attrs(convolution, pooling));
+  ASSERT_EQ(fused.size(), 2u) << label;
+  expect_same_bits(fused[0], pooled, label + ", pooled");
+  ASSERT_EQ(fused[1].dtype(), DType::i8) << label;
+  ASSERT_EQ(fused[1].shape(), pooled.shape()) << label;
+
+  const Tensor pooled_dy = random_tensor(pooled.shape(), -1, 1, 0, c.dtype);
+  MaxPool2DBackwardAttrs pool_attrs;
+  static_cast<Pool2DOptions&>(pool_attrs) = c.pool;
+  pool_attrs.relu_masked = c.relu;
+  Conv2DBackwardFilterAttrs filter_attrs;
+  static_cast<Conv2DOptions&>(filter_attrs) = c.conv;
+  filter_attrs.filter_shape = c.filter_shape;
+  filter_attrs.with_bias = true;
+  const Attrs from_y =
+      pooled_conv2d_backward_filter_attrs(make_op_attrs<K::max_pool2d_backward>(pool_attrs),
+                                          make_op_attrs<K::conv2d_backward_filter>(filter_attrs));
+  auto winners_attrs = op_attrs<K::pooled_conv2d_backward_filter>(from_y);
+  winners_attrs.from_winners = true;
+  const std::vector<Tensor> expected =
+      call_op(K::pooled_conv2d_backward_filter, {inputs[0], pooled_dy, y}, from_y);
+  const std::vector<Tensor> from_winners =
+      call_op(K::pooled_conv2d_backward_filter, {inputs[0], pooled_dy, fused[1]},
+              make_op_attrs<K::pooled_conv2d_backward_filter>(winners_attrs));
+  ASSERT_EQ(from_winners.size(), expected.size()) << label;
+  // Where windows overlap, a cell that wins several adds their gradients in another order.
+  const bool overlapping =
+      c.pool.strides[0] < c.pool.window[0] || c.pool.strides[1] < c.pool.window[1];
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const std::string what = label + (i == 0 ? ", filter gradient" : ", bias gradient");
+    if (!overlapping) {
+      expect_same_bits(from_winners[i], expected[i], what);
+      continue;
+    }
+    const std::vector<float> actual = from_winners[i].to_vector<float>();
+    const std::vector<float> wanted = expected[i].to_vector<float>();
+    for (std::size_t k = 0; k < wanted.size(); ++k)
+      EXPECT_NEAR(actual[k], wanted[k], 1e-5 * (1 + std::abs(wanted[k]))) << what << " at " << k;
+  }
+}
+
+TEST(PooledConv2D, GivesTheBitsOfItsTwoOpsAndItsWinnersTheGradientsCells) {
+  const Pool2DOptions pool2x2{{2, 2}, {2, 2}, Padding::valid};
+  const Pool2DOptions pool3x3{{3, 3}, {2, 2}, Padding::same};
+  const std::vector<PooledConvolutionCase> cases{
+      // the main job's first layer (pooled in bands on AVX-512 CPUs), with relu and without
+      {{2, 28, 28, 1}, {3, 3, 1, 32}, {}, pool2x2, true, true},
+      {{2, 28, 28, 1}, {3, 3, 1, 32}, {}, pool2x2, false, true},
+      // 20 channels (a partial vector), a row and a column no window covers, no bias
+      {{3, 11, 9, 1}, {3, 3, 1, 20}, {{1, 1}, Padding::same}, pool2x2, true, false},
+      // 3x3 windows of stride 3 (disjoint, not 2x2)
+      {{2, 12, 12, 1}, {3, 3, 1, 8}, {}, Pool2DOptions{{3, 3}, {3, 3}, Padding::valid}, true, true},
+      // windows that overlap (the gradient within rounding) and are clipped at the edges
+      {{2, 9, 10, 1}, {3, 3, 1, 8}, {}, pool3x3, true, true},
+      // RGB: 27 window entries, the convolution formed whole
+      {{2, 10, 12, 3}, {3, 3, 3, 16}, {}, pool2x2, true, true},
+      // bf16: formed whole
+      {{2, 12, 12, 1}, {3, 3, 1, 32}, {}, pool2x2, true, true, DType::bf16},
+  };
+  for (const PooledConvolutionCase& c : cases) {
+    expect_pooled_convolution_gives_its_ops_bits(c);
+  }
+}
+
+// The winners themselves, on a 1x1 convolution that passes x through: the first of equal maxima
+// in scan order, and -1 with the relu where the maximum is not positive.
+TEST(PooledConv2D, WinnersNameTheFirstMaximumAndNoneWhereTheReluZeroedIt) {
+  const Tensor x = Tensor::from_vector<float>({1, 3, 0, -1,   //
+                                               3, 2, -2, -3,  //
+                                               5, 5, 0, 0,    //
+                                               5, 4, 0, -4},
+                                              {1, 4, 4, 1});
+  const Tensor identity = Tensor::from_vector<float>({1}, {1, 1, 1, 1});
+  for (const bool relu : {true, false}) {
+    Conv2DAttrs conv_attrs;
+    conv_attrs.fused_relu = relu;
+    const std::vector<Tensor> out =
+        call_op(K::pooled_conv2d, {x, identity},
+                pooled_conv2d_attrs(make_op_attrs<K::conv2d>(conv_attrs),
+                                    make_op_attrs<K::max_pool2d>(Pool2DOptions{})));
+    EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{3, 0, 5, 0}));
+    const std::vector<std::int8_t> expected =
+        relu ? std::vector<std::int8_t>{1, -1, 0, -1} : std::vector<std::int8_t>{1, 0, 0, 0};
+    EXPECT_EQ(out[1].to_vector<std::int8_t>(), expected) << (relu ? "relu" : "no relu");
+  }
+}
+
+TEST(PooledConv2D, NamesItselfInErrors) {
+  const Tensor x = random_tensor({1, 14, 14, 1}, -1, 1, 0, DType::f32);
+  const Tensor filter = random_tensor({3, 3, 1, 8}, -1, 1, 0, DType::f32);
+  const std::string window = error_of([&] {
+    call_op(K::pooled_conv2d, {x, filter},
+            pooled_conv2d_attrs(make_op_attrs<K::conv2d>({}),
+                                make_op_attrs<K::max_pool2d>(Pool2DOptions{{12, 12}, {12, 12}})));
+  });
+  EXPECT_NE(window.find("pooled_conv2d"), std::string::npos) << window;
+  EXPECT_NE(window.find("max_pool2d instead"), std::string::npos) << window;
+
+  Conv2DBackwardFilterAttrs filter_attrs;
+  filter_attrs.filter_shape = {3, 3, 1, 8};
+  auto attrs = op_attrs<K::pooled_conv2d_backward_filter>(
+      pooled_conv2d_backward_filter_attrs(make_op_attrs<K::max_pool2d_backward>({}),
+                                          make_op_attrs<K::conv2d_backward_filter>(filter_attrs)));
+  attrs.from_winners = true;
+  const Tensor pooled_dy = random_tensor({1, 6, 6, 8}, -1, 1, 0, DType::f32);
+  const std::string winners = error_of([&] {
+    call_op(K::pooled_conv2d_backward_filter, {x, pooled_dy, pooled_dy},
+            make_op_attrs<K::pooled_conv2d_backward_filter>(attrs));
+  });
+  EXPECT_NE(winners.find("pooled_conv2d_backward_filter"), std::string::npos) << winners;
+  EXPECT_NE(winners.find("winners (1, 6, 6, 8) f32"), std::string::npos) << winners;
+  EXPECT_NE(winners.find("i8"), std::string::npos) << winners;
 }
 
 }  // namespace

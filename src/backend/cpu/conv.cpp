@@ -885,34 +885,72 @@ void conv_kernel(const KernelContext& c) {
   conv_loops(c, g);
 }
 
+// pooled_conv2d (ops/fused.h): inputs conv2d's, outputs pooled (N, PH, PW, C_out) and winners
+// (N, PH, PW, C_out) i8. Where the few-channel loops run the convolution (f32, on AVX-512), y is
+// formed a band of rows at a time inside them and pooled from the cache; elsewhere (and in the
+// 16-bit dtypes) it is formed whole by conv2d's kernel and pooled by max_pool_with_winners.
+void pooled_conv_kernel(const KernelContext& c) {
+  const PooledConvolutionParts parts = pooled_convolution_parts(c.attrs);
+  const Conv2DAttrs conv_attrs = op_attrs<OpKind::conv2d>(parts.convolution);
+  const char* op = op_name(c.kind);
+  const Tensor& x = c.inputs[0];  // (N, H, W, C_in)
+  const Window2D g = conv_window(op, x.shape(), c.inputs[1].shape(), conv_attrs);
+  const Window2D pool =
+      pool_window(op, g.output_shape(), op_attrs<OpKind::max_pool2d>(parts.pooling));
+  if (c.outputs[0].numel() == 0) return;
+#if defined(__x86_64__)
+  if (x.dtype() == DType::f32 && x.numel() != 0 && !conv_attrs.fused_add &&
+      few_channel_forward_fits(g)) {
+    return few_channel_pooled_conv_forward(
+        g, pool, f32_data(x), f32_data(c.inputs[1]),
+        has_bias_input(c.inputs.size(), false) ? f32_data(c.inputs[2]) : nullptr,
+        conv_attrs.fused_relu, static_cast<float*>(c.outputs[0].raw_data()),
+        static_cast<std::int8_t*>(c.outputs[1].raw_data()));
+  }
+#endif
+  Tensor y[] = {Tensor::empty(g.output_shape(), x.dtype())};  // (N, OH, OW, C_out)
+  conv_kernel({OpKind::conv2d, c.inputs, y, parts.convolution});
+  max_pool_with_winners(pool, y[0], conv_attrs.fused_relu, c.outputs[0], c.outputs[1]);
+}
+
 // pooled_conv2d_backward_filter (ops/fused.h): inputs x (N, H, W, C_in), pooled_dy
-// (N, PH, PW, C_out), y (N, OH, OW, C_out). Where the filter gradient runs on the few-channel
-// loops and the pooling's windows do not overlap, dy is formed a band of rows at a time inside
-// them; elsewhere it is formed whole, by max_pool2d_backward's kernel, and handed to
-// conv2d_backward_filter's.
+// (N, PH, PW, C_out), and y (N, OH, OW, C_out) or (from_winners) the winners (N, PH, PW, C_out)
+// i8. Where the filter gradient runs on the few-channel loops and the pooling's windows do not
+// overlap, dy is formed a band of rows at a time inside them; elsewhere it is formed whole, by
+// max_pool2d_backward's kernel or from the winners, and handed to conv2d_backward_filter's.
 void pooled_conv_backward_filter_kernel(const KernelContext& c) {
   const PooledFilterGradientParts parts = pooled_filter_gradient_parts(c.attrs);
+  const bool from_winners = op_attrs<OpKind::pooled_conv2d_backward_filter>(c.attrs).from_winners;
+  const char* op = op_name(c.kind);
   const Tensor& x = c.inputs[0];          // (N, H, W, C_in)
   const Tensor& pooled_dy = c.inputs[1];  // (N, PH, PW, C_out)
-  const Tensor& y = c.inputs[2];          // (N, OH, OW, C_out)
-#if defined(__x86_64__)
-  const char* op = op_name(c.kind);
-  const Window2D g = conv_window(op, x.shape(), c.outputs[0].shape(),
-                                 read_attrs<Conv2DOptions>(parts.filter_gradient));
+  const auto filter_attrs = op_attrs<OpKind::conv2d_backward_filter>(parts.filter_gradient);
+  const Window2D g = conv_window(op, x.shape(), filter_attrs.filter_shape, filter_attrs);
   const auto pool_attrs = op_attrs<OpKind::max_pool2d_backward>(parts.pool_gradient);
-  const Window2D pool = pool_window(op, y.shape(), pool_attrs);
-  const bool empty = x.numel() == 0 || y.numel() == 0 || pooled_dy.numel() == 0;
+  const Window2D pool = pool_window(op, g.output_shape(), pool_attrs);
+#if defined(__x86_64__)
+  const bool empty = x.numel() == 0 || pooled_dy.numel() == 0 || g.positions() == 0;
   if (x.dtype() == DType::f32 && !empty && !deterministic() &&
       few_channel_filter_gradient_fits(g) && windows_are_disjoint(pool)) {
+    PooledGradient gradient{.pooled_dy = f32_data(pooled_dy),
+                            .relu_masked = pool_attrs.relu_masked};
+    if (from_winners) {
+      gradient.winners = static_cast<const std::int8_t*>(c.inputs[2].raw_data());
+    } else {
+      gradient.y = f32_data(c.inputs[2]);
+    }
     return few_channel_pooled_conv_backward_filter(
-        g, pool, f32_data(x), f32_data(pooled_dy), f32_data(y), pool_attrs.relu_masked,
-        static_cast<float*>(c.outputs[0].raw_data()),
+        g, pool, f32_data(x), gradient, static_cast<float*>(c.outputs[0].raw_data()),
         c.outputs.size() == 2 ? static_cast<float*>(c.outputs[1].raw_data()) : nullptr);
   }
 #endif
-  const Tensor pool_inputs[] = {pooled_dy, y};
-  Tensor dy[] = {Tensor::empty(y.shape(), y.dtype())};  // (N, OH, OW, C_out)
-  max_pool_backward_kernel({OpKind::max_pool2d_backward, pool_inputs, dy, parts.pool_gradient});
+  Tensor dy[] = {Tensor::empty(g.output_shape(), x.dtype())};  // (N, OH, OW, C_out)
+  if (from_winners) {
+    winners_backward(pool, pooled_dy, c.inputs[2], dy[0]);
+  } else {
+    const Tensor pool_inputs[] = {pooled_dy, c.inputs[2]};
+    max_pool_backward_kernel({OpKind::max_pool2d_backward, pool_inputs, dy, parts.pool_gradient});
+  }
   const Tensor filter_inputs[] = {x, dy[0]};
   conv_kernel({OpKind::conv2d_backward_filter, filter_inputs, c.outputs, parts.filter_gradient});
 }
@@ -923,6 +961,7 @@ void register_conv_kernels(KernelTable& table) {
        {OpKind::conv2d, OpKind::conv2d_backward_input, OpKind::conv2d_backward_filter}) {
     table.set(kind, conv_kernel, floating);
   }
+  table.set(OpKind::pooled_conv2d, pooled_conv_kernel, floating);
   table.set(OpKind::pooled_conv2d_backward_filter, pooled_conv_backward_filter_kernel, floating);
 }
 

@@ -324,6 +324,35 @@ void few_channel_conv_forward(const Window2D& g, const float* x, const float* fi
                });
 }
 
+void few_channel_pooled_conv_forward(const Window2D& g, const Window2D& pool, const float* x,
+                                     const float* filter, const float* bias, bool relu,
+                                     float* pooled, std::int8_t* winners) {
+  const std::int64_t entries = g.window_entries();
+  const std::int64_t row_elements = g.out_w * g.out_c;
+  parallel_for(g.batch * pool.out_h, pool.k_h * row_elements * entries,
+               [&](std::int64_t begin, std::int64_t end) {
+                 WindowRows rows(g);
+                 // The rows of y (OW, C_out) one pooled row reads, while they are in the cache.
+                 std::vector<float> band(static_cast<std::size_t>(pool.k_h * row_elements));
+                 for (std::int64_t unit = begin; unit < end; ++unit) {
+                   const std::int64_t n = unit / pool.out_h;
+                   const std::int64_t ph = unit % pool.out_h;
+                   const auto [top, bottom] = window_span(pool, 0, ph);
+                   for (std::int64_t oh = top; oh < bottom; ++oh) {
+                     rows.load(x, n, oh);
+                     float* y_row = band.data() + (oh - top) * row_elements;
+                     for_each_channel_block(g.out_c, [&](const ChannelBlock& c) {
+                       kForwardPasses[c.high != 0][static_cast<std::size_t>(entries - 1)](
+                           rows, rows.offsets(), filter, g.out_w, g.out_c, c, bias, relu, y_row);
+                     });
+                   }
+                   const std::int64_t at = unit * pool.out_w * pool.in_c;
+                   max_pool_band_with_winners(pool, band.data(), relu, ph, pooled + at,
+                                              winners + at);
+                 }
+               });
+}
+
 void few_channel_conv_backward_filter(const Window2D& g, const float* x, const float* dy,
                                       float* d_filter, float* d_bias) {
   const auto rows_adder = [&] {
@@ -336,8 +365,8 @@ void few_channel_conv_backward_filter(const Window2D& g, const float* x, const f
 }
 
 void few_channel_pooled_conv_backward_filter(const Window2D& g, const Window2D& pool,
-                                             const float* x, const float* pooled_dy, const float* y,
-                                             bool relu_masked, float* d_filter, float* d_bias) {
+                                             const float* x, const PooledGradient& gradient,
+                                             float* d_filter, float* d_bias) {
   const std::int64_t row_elements = g.out_w * g.out_c;
   const auto band_adder = [&] {
     // This thread's band of dy rows (the one pooled row `band_of` makes), a zero row for those
@@ -358,8 +387,12 @@ void few_channel_pooled_conv_backward_filter(const Window2D& g, const Window2D& 
       if (covered) {
         const std::int64_t unit = n * pool.out_h + ph;
         if (band_of != unit) {
-          max_pool_backward_band(pool, pooled_dy, y, band.data(), relu_masked, n, ph, best.data(),
-                                 winner.data());
+          if (gradient.winners != nullptr) {
+            winners_backward_band(pool, gradient.pooled_dy, gradient.winners, band.data(), n, ph);
+          } else {
+            max_pool_backward_band(pool, gradient.pooled_dy, gradient.y, band.data(),
+                                   gradient.relu_masked, n, ph, best.data(), winner.data());
+          }
           band_of = unit;
         }
         dy_row = band.data() + (oh - window_span(pool, 0, ph).first) * row_elements;

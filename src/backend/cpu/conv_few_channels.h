@@ -3,6 +3,8 @@
 // channels (a network's first layer, on grayscale or RGB images), in AVX-512 loops of Tandem's own
 // (conv_few_channels.cpp says why). conv.cpp routes a geometry here where
 // few_channel_forward_fits or few_channel_filter_gradient_fits says so; x86-64 only.
+#include <cstdint>
+
 #include "ops/window.h"
 
 namespace tandem::cpu {
@@ -32,14 +34,33 @@ void few_channel_conv_forward(const Window2D& g, const float* x, const float* fi
 void few_channel_conv_backward_filter(const Window2D& g, const float* x, const float* dy,
                                       float* d_filter, float* d_bias);
 
-// The same for the gradient dy = max_pool2d_backward(pooled_dy, y) of a max pooling `pool` of y
-// (N, OH, OW, C_out) whose windows do not overlap (windows_are_disjoint), relu-masked where
-// relu_masked: pooled_conv2d_backward_filter. dy is formed one band of rows at a time in a buffer
-// of each thread's and summed from there, never written to memory whole; the rows are summed as
+// pooled_conv2d: few_channel_conv_forward's y pooled by `pool` (its max_pool2d over y's shape)
+// into pooled (N, PH, PW, C_out), with the winners (N, PH, PW, C_out) of
+// max_pool_band_with_winners (max_pool_band.h). y is formed one band of the rows a pooled row
+// reads at a time in a buffer of each thread's and pooled from there, never written to memory
+// whole; rows no window reads are not formed. The same bits as the two ops one after the other.
+void few_channel_pooled_conv_forward(const Window2D& g, const Window2D& pool, const float* x,
+                                     const float* filter, const float* bias, bool relu,
+                                     float* pooled, std::int8_t* winners);
+
+// Where the gradient of a max pooling's result comes from: pooled_dy (N, PH, PW, C_out) with
+// either the pooling's input y (N, OH, OW, C_out) (the winners found again, relu-masked where
+// relu_masked) or, where not null, the winners pooled_conv2d wrote.
+struct PooledGradient {
+  const float* pooled_dy = nullptr;
+  const float* y = nullptr;
+  bool relu_masked = false;
+  const std::int8_t* winners = nullptr;
+};
+
+// The same as few_channel_conv_backward_filter for the gradient dy = max_pool2d_backward(
+// pooled_dy, y) of a max pooling `pool` of y whose windows do not overlap (windows_are_disjoint):
+// pooled_conv2d_backward_filter. dy is formed one band of rows at a time in a buffer of each
+// thread's and summed from there, never written to memory whole; the rows are summed as
 // few_channel_conv_backward_filter sums them, so the result has the same bits as that function's
 // on max_pool2d_backward's dy.
 void few_channel_pooled_conv_backward_filter(const Window2D& g, const Window2D& pool,
-                                             const float* x, const float* pooled_dy, const float* y,
-                                             bool relu_masked, float* d_filter, float* d_bias);
+                                             const float* x, const PooledGradient& gradient,
+                                             float* d_filter, float* d_bias);
 
 }  // namespace tandem::cpu

@@ -525,6 +525,28 @@ void max_pool_backward_kernel(const KernelContext& c) {
 #if defined(__x86_64__)
 namespace {
 
+// Whether output row oh of `g` is 2x2 windows of stride 2 lying whole inside the image, for
+// which the AVX-512 loops here take the four cells at fixed offsets.
+bool whole_2x2_row(const Window2D& g, std::int64_t oh) {
+  return g.k_h == 2 && g.k_w == 2 && g.strides[0] == 2 && g.strides[1] == 2 &&
+         g.pad_before[0] == 0 && g.pad_before[1] == 0 && 2 * oh + 2 <= g.in_h &&
+         2 * g.out_w <= g.in_w;
+}
+
+// The four cells of the 2x2 window `ow` of a whole_2x2_row at channel ch, as offsets into the
+// band of its two input rows ((W, C) each) in scan order, and the lanes of the 16 channels from
+// ch on that exist.
+struct Window2x2Lanes {
+  std::int64_t cells[4];
+  __mmask16 lanes;
+};
+Window2x2Lanes window_2x2_lanes(const Window2D& g, std::int64_t ow, std::int64_t ch) {
+  const std::int64_t channels = g.in_c;
+  const std::int64_t row = g.in_w * channels;
+  const std::int64_t left = 2 * ow * channels + ch;
+  return {{left, left + channels, row + left, row + left + channels}, lane_mask(channels - ch)};
+}
+
 // max_pool_backward_band_loop's result for f32 2x2 windows of stride 2 whose band lies whole
 // inside the image, on AVX-512, 16 channels of one window at a time: the loop's per-window
 // overhead (a third of its time on the main job's first pooling, whose windows have 32
@@ -542,9 +564,7 @@ namespace {
   const float* dy_row = dy + (n * g.out_h + oh) * g.out_w * channels;  // (OW, C)
   for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
     for (std::int64_t ch = 0; ch < channels; ch += kAvx512Lanes) {
-      const std::int64_t left = 2 * ow * channels + ch;
-      const std::int64_t cells[4] = {left, left + channels, row + left, row + left + channels};
-      const __mmask16 lanes = lane_mask(channels - ch);
+      const auto [cells, lanes] = window_2x2_lanes(g, ow, ch);
       __m512 best = _mm512_maskz_loadu_ps(lanes, x_band + cells[0]);
       __mmask16 replaced[4] = {0, 0, 0, 0};
       for (int k = 1; k < 4; ++k) {
@@ -579,13 +599,219 @@ void max_pool_backward_band(const Window2D& g, const float* dy, const float* x, 
                             bool relu_masked, std::int64_t n, std::int64_t oh, float* best,
                             std::int32_t* winner) {
 #if defined(__x86_64__)
-  const bool whole_2x2 = g.k_h == 2 && g.k_w == 2 && g.strides[0] == 2 && g.strides[1] == 2 &&
-                         g.pad_before[0] == 0 && g.pad_before[1] == 0 && 2 * oh + 2 <= g.in_h &&
-                         2 * g.out_w <= g.in_w;
-  if (cpu_has_avx512() && whole_2x2)
+  if (cpu_has_avx512() && whole_2x2_row(g, oh))
     return max_pool_2x2_backward_band(g, dy, x, dx_band, relu_masked, n, oh);
 #endif
   max_pool_backward_band_loop(g, dy, x, dx_band, relu_masked, n, oh, best, winner);
+}
+
+namespace {
+
+// The window cell kh * KW + kw of input cell (ih, iw) in the window of output cell (oh, ow).
+std::int32_t window_cell(const Window2D& g, std::int64_t oh, std::int64_t ow, std::int64_t ih,
+                         std::int64_t iw) {
+  return static_cast<std::int32_t>((ih - (oh * g.strides[0] - g.pad_before[0])) * g.k_w +
+                                   (iw - (ow * g.strides[1] - g.pad_before[1])));
+}
+
+#if defined(__x86_64__)
+// max_pool_band_with_winners for a whole_2x2_row, 16 channels of one window at a time: each of
+// cells 1-3 replaces the best so far where strictly larger (an ordered comparison: NaN never
+// replaces), its index with it, so the first maximum in scan order wins, as
+// max_pool_2x2_backward_band picks it.
+[[gnu::target("avx512f")]] void max_pool_2x2_band_with_winners(const Window2D& g,
+                                                               const float* x_band, bool relu,
+                                                               float* pooled_row,
+                                                               std::int8_t* winners_row) {
+  const std::int64_t channels = g.in_c;
+  for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+    for (std::int64_t ch = 0; ch < channels; ch += kAvx512Lanes) {
+      const auto [cells, lanes] = window_2x2_lanes(g, ow, ch);
+      __m512 best = _mm512_maskz_loadu_ps(lanes, x_band + cells[0]);
+      __m512i winner = _mm512_setzero_si512();
+      for (int k = 1; k < 4; ++k) {
+        const __m512 value = _mm512_maskz_loadu_ps(lanes, x_band + cells[k]);
+        const __mmask16 larger = _mm512_cmp_ps_mask(value, best, _CMP_GT_OQ);
+        best = _mm512_mask_mov_ps(best, larger, value);
+        winner = _mm512_mask_mov_epi32(winner, larger, _mm512_set1_epi32(k));
+      }
+      if (relu) {
+        const __mmask16 positive = _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ);
+        winner = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), positive, winner);
+      }
+      _mm512_mask_storeu_ps(pooled_row + ow * channels + ch, lanes, best);
+      _mm512_mask_cvtepi32_storeu_epi8(winners_row + ow * channels + ch, lanes, winner);
+    }
+  }
+}
+
+// winners_backward_band for a whole_2x2_row, 16 channels of one window at a time: each of the
+// four cells gets dy in the lanes it won and 0 in the others, one store each.
+[[gnu::target("avx512f")]] void winners_2x2_backward_band(const Window2D& g, const float* dy_row,
+                                                          const std::int8_t* winners_row,
+                                                          float* dx_band) {
+  const std::int64_t channels = g.in_c;
+  for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+    for (std::int64_t ch = 0; ch < channels; ch += kAvx512Lanes) {
+      const auto [cells, lanes] = window_2x2_lanes(g, ow, ch);
+      const std::int8_t* winners = winners_row + ow * channels + ch;
+      // The lanes' winners, -1 (none) past the last channel.
+      std::int8_t partial[kAvx512Lanes];
+      if (lanes != 0xFFFF) {
+        std::fill(std::begin(partial), std::end(partial), std::int8_t{-1});
+        std::copy_n(winners, channels - ch, partial);
+        winners = partial;
+      }
+      const __m512i winner =
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(winners)));
+      const __m512 gradient = _mm512_maskz_loadu_ps(lanes, dy_row + ow * channels + ch);
+      for (int k = 0; k < 4; ++k) {
+        const __mmask16 won = _mm512_cmpeq_epi32_mask(winner, _mm512_set1_epi32(k));
+        _mm512_mask_storeu_ps(dx_band + cells[k], lanes, _mm512_maskz_mov_ps(won, gradient));
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+namespace {
+
+// max_pool_band_with_winners's loop for any floating T, compared in its compute type.
+template <typename T>
+void max_pool_band_with_winners_loop(const Window2D& g, const T* x_band, bool relu, std::int64_t oh,
+                                     T* pooled_row, std::int8_t* winners_row) {
+  using C = compute_type_t<T>;
+  const std::int64_t channels = g.in_c;
+  const std::int64_t row = g.in_w * channels;
+  const auto [top, bottom] = window_span(g, 0, oh);
+  for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+    const auto [left, right] = window_span(g, 1, ow);
+    for (std::int64_t ch = 0; ch < channels; ++ch) {
+      T best = x_band[left * channels + ch];
+      std::int32_t winner = window_cell(g, oh, ow, top, left);
+      for (std::int64_t ih = top; ih < bottom; ++ih) {
+        for (std::int64_t iw = ih == top ? left + 1 : left; iw < right; ++iw) {
+          const T value = x_band[(ih - top) * row + iw * channels + ch];
+          if (static_cast<C>(value) > static_cast<C>(best)) {
+            best = value;
+            winner = window_cell(g, oh, ow, ih, iw);
+          }
+        }
+      }
+      pooled_row[ow * channels + ch] = best;
+      winners_row[ow * channels + ch] =
+          static_cast<std::int8_t>(relu && !(static_cast<C>(best) > C(0)) ? -1 : winner);
+    }
+  }
+}
+
+}  // namespace
+
+void max_pool_band_with_winners(const Window2D& g, const float* x_band, bool relu, std::int64_t oh,
+                                float* pooled_row, std::int8_t* winners_row) {
+#if defined(__x86_64__)
+  if (cpu_has_avx512() && whole_2x2_row(g, oh))
+    return max_pool_2x2_band_with_winners(g, x_band, relu, pooled_row, winners_row);
+#endif
+  max_pool_band_with_winners_loop(g, x_band, relu, oh, pooled_row, winners_row);
+}
+
+void winners_backward_band(const Window2D& g, const float* dy, const std::int8_t* winners,
+                           float* dx_band, std::int64_t n, std::int64_t oh) {
+  const std::int64_t channels = g.in_c;
+  const std::int64_t row = g.in_w * channels;
+  const auto [top, bottom] = window_span(g, 0, oh);
+  const std::int64_t offset = (n * g.out_h + oh) * g.out_w * channels;
+  // The columns no window covers (those past the last window, and any between windows).
+  std::int64_t covered = 0;
+  for (std::int64_t ow = 0; ow <= g.out_w; ++ow) {
+    const std::int64_t left = ow < g.out_w ? window_span(g, 1, ow).first : g.in_w;
+    for (std::int64_t ih = top; ih < bottom && covered < left; ++ih) {
+      std::fill(dx_band + (ih - top) * row + covered * channels,
+                dx_band + (ih - top) * row + left * channels, 0.0f);
+    }
+    if (ow < g.out_w) covered = std::max(covered, window_span(g, 1, ow).second);
+  }
+#if defined(__x86_64__)
+  if (cpu_has_avx512() && whole_2x2_row(g, oh))
+    return winners_2x2_backward_band(g, dy + offset, winners + offset, dx_band);
+#endif
+  for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+    const auto [left, right] = window_span(g, 1, ow);
+    for (std::int64_t ih = top; ih < bottom; ++ih) {
+      for (std::int64_t iw = left; iw < right; ++iw) {
+        const std::int32_t cell = window_cell(g, oh, ow, ih, iw);
+        for (std::int64_t ch = 0; ch < channels; ++ch) {
+          const std::int64_t at = offset + ow * channels + ch;
+          dx_band[(ih - top) * row + iw * channels + ch] = winners[at] == cell ? dy[at] : 0.0f;
+        }
+      }
+    }
+  }
+}
+
+void max_pool_with_winners(const Window2D& g, const Tensor& x, bool relu, const Tensor& pooled,
+                           const Tensor& winners) {
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<compute_type_t<T>>) {
+      const auto* x_data = static_cast<const T*>(x.raw_data());  // (N, H, W, C)
+      auto* pooled_data = static_cast<T*>(pooled.raw_data());    // (N, OH, OW, C)
+      auto* winners_data = static_cast<std::int8_t*>(winners.raw_data());
+      const std::int64_t row = g.in_w * g.in_c;
+      parallel_for(g.batch * g.out_h, g.out_w * g.k_h * g.k_w * g.in_c,
+                   [&](std::int64_t begin, std::int64_t end) {
+                     for (std::int64_t unit = begin; unit < end; ++unit) {
+                       const std::int64_t n = unit / g.out_h;
+                       const std::int64_t oh = unit % g.out_h;
+                       const std::int64_t at = unit * g.out_w * g.in_c;
+                       const T* band = x_data + (n * g.in_h + window_span(g, 0, oh).first) * row;
+                       if constexpr (std::is_same_v<T, float>) {
+                         max_pool_band_with_winners(g, band, relu, oh, pooled_data + at,
+                                                    winners_data + at);
+                       } else {
+                         max_pool_band_with_winners_loop(g, band, relu, oh, pooled_data + at,
+                                                         winners_data + at);
+                       }
+                     }
+                   });
+    }
+  });
+}
+
+void winners_backward(const Window2D& g, const Tensor& dy, const Tensor& winners,
+                      const Tensor& dx) {
+  visit_dtype(dy.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<compute_type_t<T>>) {
+      using C = compute_type_t<T>;
+      const auto* dy_data = static_cast<const T*>(dy.raw_data());  // (N, OH, OW, C)
+      const auto* winner_data = static_cast<const std::int8_t*>(winners.raw_data());
+      auto* dx_data = static_cast<T*>(dx.raw_data());  // (N, H, W, C)
+      const std::int64_t image = g.in_h * g.in_w * g.in_c;
+      const std::int64_t pooled_image = g.out_h * g.out_w * g.in_c;
+      parallel_for(g.batch, pooled_image * 2, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t n = begin; n < end; ++n) {
+          T* dx_image = dx_data + n * image;
+          std::fill(dx_image, dx_image + image, T(0));
+          for (std::int64_t cell = 0; cell < pooled_image; ++cell) {
+            const std::int8_t winner = winner_data[n * pooled_image + cell];
+            if (winner < 0) continue;
+            const std::int64_t ch = cell % g.in_c;
+            const std::int64_t ow = cell / g.in_c % g.out_w;
+            const std::int64_t oh = cell / g.in_c / g.out_w;
+            const std::int64_t ih = oh * g.strides[0] - g.pad_before[0] + winner / g.k_w;
+            const std::int64_t iw = ow * g.strides[1] - g.pad_before[1] + winner % g.k_w;
+            if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
+            T& target = dx_image[(ih * g.in_w + iw) * g.in_c + ch];
+            target = T(static_cast<C>(target) + static_cast<C>(dy_data[n * pooled_image + cell]));
+          }
+        }
+      });
+    }
+  });
 }
 
 void register_pool_kernels(KernelTable& table) {

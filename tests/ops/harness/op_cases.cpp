@@ -1142,6 +1142,59 @@ void fused_cases(CaseList& list) {
             .uses_tf32 = true});
 }
 
+// A convolution pooled as it is formed, and a filter gradient from its winners (a compiled
+// step's fusion pass forms both on the CPU for a first layer): x (N, H, W, 1) pairwise distinct
+// in each image through a 1x1 filter to 20 channels of magnitude at least 0.05, so each window
+// has one winner on every backend; a bias and relu, 2x2 pooling. f32 only, as the pass forms
+// them.
+void pooled_convolution_cases(CaseList& list) {
+  const auto pooled_conv_attrs = [] {
+    Conv2DAttrs conv;
+    conv.fused_relu = true;
+    return pooled_conv2d_attrs(make_op_attrs<K::conv2d>(conv),
+                               make_op_attrs<K::max_pool2d>(Pool2DOptions{}));
+  };
+  const auto inputs = [](InputMaker& in) {
+    const Shape x_shape{in.extent(1, 2, 2, 16), in.extent(4, 9, 12, 56), in.extent(4, 9, 12, 56),
+                        1};
+    return Inputs{in.distinct(x_shape, {1, 2}), in.uniform({1, 1, 1, 20}), in.uniform({20})};
+  };
+  list.add(
+      {.op = K::pooled_conv2d,
+       .name = "1x1_to_20_relu_2x2",
+       .inputs = inputs,
+       .run = [pooled_conv_attrs](
+                  const Inputs& x) { return call_op(K::pooled_conv2d, x, pooled_conv_attrs()); },
+       .compare_gradients = false,
+       .dtypes = {DType::f32}});
+  list.add({.op = K::pooled_conv2d_backward_filter,
+            .name = "from_the_winners_of_1x1_to_20_relu_2x2",
+            .inputs =
+                [inputs](InputMaker& in) {
+                  Inputs made = inputs(in);
+                  const Shape& x = made[0].shape();
+                  made.push_back(in.uniform({x[0], x[1] / 2, x[2] / 2, 20}));  // pooled_dy
+                  return made;
+                },
+            .run =
+                [pooled_conv_attrs](const Inputs& x) {
+                  const Tensor winners =
+                      call_op(K::pooled_conv2d, {x[0], x[1], x[2]}, pooled_conv_attrs())[1];
+                  Conv2DBackwardFilterAttrs filter_gradient;
+                  filter_gradient.filter_shape = {1, 1, 1, 20};
+                  filter_gradient.with_bias = true;
+                  auto attrs = op_attrs<K::pooled_conv2d_backward_filter>(
+                      pooled_conv2d_backward_filter_attrs(
+                          make_op_attrs<K::max_pool2d_backward>({Pool2DOptions{}, true}),
+                          make_op_attrs<K::conv2d_backward_filter>(filter_gradient)));
+                  attrs.from_winners = true;
+                  return call_op(K::pooled_conv2d_backward_filter, {x[0], x[3], winners},
+                                 make_op_attrs<K::pooled_conv2d_backward_filter>(attrs));
+                },
+            .compare_gradients = false,
+            .dtypes = {DType::f32}});
+}
+
 // Quantisation parameters live in f32 whatever x's dtype, on x's device.
 Tensor f32_on(const Tensor& x, const std::vector<float>& values, const Shape& shape) {
   return Tensor::from_vector(values, shape).to(x.device());
@@ -1302,6 +1355,7 @@ std::vector<OpCase> make_cases() {
   loss_and_update_cases(list);
   collective_cases(list);
   fused_cases(list);
+  pooled_convolution_cases(list);
   quantize_cases(list);
   quantized_product_cases(list);
   std::vector<OpCase> cases = list.release();
