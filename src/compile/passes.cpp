@@ -457,13 +457,23 @@ void fuse_pooled_convolutions(Graph& graph, PassCounts& counts) {
       if (attrs.relu_masked != conv.fused_relu || !same_pooling(pooled_gradient, pooling.attrs))
         continue;
     }
+    // Only where the backend's kernel forms the convolution in bands; elsewhere it would run
+    // the two ops with the convolution's result between them, and find the winners besides.
+    const Attrs fused_attrs = pooled_conv2d_attrs(convolution.attrs, pooling.attrs);
+    std::vector<TensorMeta> input_metas;
+    for (int input : convolution.inputs)
+      input_metas.push_back(graph.values[static_cast<std::size_t>(input)].meta);
+    if (!backend_for(graph.device)
+             .fused_kernel_gains(OpKind::pooled_conv2d, input_metas, fused_attrs)) {
+      continue;
+    }
     Value winners;
     winners.meta = {graph.values[static_cast<std::size_t>(pooling.outputs[0])].meta.shape,
                     DType::i8};
     winners.device = graph.values[static_cast<std::size_t>(pooling.outputs[0])].device;
     const auto winners_id = static_cast<int>(graph.values.size());
     graph.values.push_back(std::move(winners));
-    convolution.attrs = pooled_conv2d_attrs(convolution.attrs, pooling.attrs);
+    convolution.attrs = fused_attrs;
     convolution.kind = OpKind::pooled_conv2d;
     convolution.outputs = {pooling.outputs[0], winners_id};
     convolution.label =

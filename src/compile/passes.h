@@ -47,8 +47,9 @@ void fuse_activations(Graph& graph, PassCounts& counts);
 void fuse_pooled_filter_gradients(Graph& graph, PassCounts& counts);
 // On the CPU, an f32 convolution (relu fused or not, no residual) whose result y only a max
 // pooling reads becomes one pooled_conv2d node (ops/fused.h) at the convolution's place, making
-// the pooled result and the pooling's winners: where the CPU's few-channel loops run it, y is
-// pooled a few rows at a time from the cache instead of written whole and read back. y may also
+// the pooled result and the pooling's winners, where the backend's kernel gains on its shapes
+// (Backend::fused_kernel_gains; the CPU's few-channel loops: y pooled a few rows at a time from
+// the cache instead of written whole and read back). y may also
 // be read by the pooled filter gradient of the same pooling (fuse_pooled_filter_gradients) whose
 // relu mask is the convolution's relu: that node then reads the winners instead of y
 // (from_winners), and y is never in memory. Same bits.

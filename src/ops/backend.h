@@ -51,6 +51,14 @@ class Backend {
     return facts != nullptr && (facts->dtypes >> static_cast<unsigned>(dtype)) & 1u;
   }
   virtual void run(const KernelContext& context) = 0;
+  // Whether run()'s kernel for the fused op `kind` on inputs of these shapes and dtypes beats the
+  // ops it stands for run one by one. A compiled step's fusion passes ask before forming a fused
+  // op whose kernel only gains on some shapes (pooled_conv2d: where the convolution can be formed
+  // a band of rows at a time) and elsewhere would run those ops with a temporary between them.
+  virtual bool fused_kernel_gains(OpKind kind, std::span<const TensorMeta> inputs,
+                                  const Attrs& attrs) const {
+    return false;
+  }
   // Waits until every kernel launched so far has finished.
   virtual void synchronize() = 0;
   // A timer for kernels on `device`, where run() returns before they finish (CUDA: events on

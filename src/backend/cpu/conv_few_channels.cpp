@@ -334,6 +334,7 @@ void few_channel_pooled_conv_forward(const Window2D& g, const Window2D& pool, co
                  WindowRows rows(g);
                  // The rows of y (OW, C_out) one pooled row reads, while they are in the cache.
                  std::vector<float> band(static_cast<std::size_t>(pool.k_h * row_elements));
+                 std::vector<std::int32_t> winner(static_cast<std::size_t>(g.out_c));  // scratch
                  for (std::int64_t unit = begin; unit < end; ++unit) {
                    const std::int64_t n = unit / pool.out_h;
                    const std::int64_t ph = unit % pool.out_h;
@@ -348,7 +349,7 @@ void few_channel_pooled_conv_forward(const Window2D& g, const Window2D& pool, co
                    }
                    const std::int64_t at = unit * pool.out_w * pool.in_c;
                    max_pool_band_with_winners(pool, band.data(), relu, ph, pooled + at,
-                                              winners + at);
+                                              winners + at, winner.data());
                  }
                });
 }

@@ -48,6 +48,10 @@ class CpuBackend final : public TableBackend {
     const DenormalModeScope denormal_mode;
     TableBackend::run(context);
   }
+  bool fused_kernel_gains(OpKind kind, std::span<const TensorMeta> inputs,
+                          const Attrs& attrs) const override {
+    return kind == OpKind::pooled_conv2d && pooled_conv_forms_bands(inputs, attrs);
+  }
   DeviceType device_type() const override { return DeviceType::cpu; }
   const char* name() const override { return "cpu"; }
   void synchronize() override {}

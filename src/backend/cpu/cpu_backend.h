@@ -33,6 +33,10 @@ void max_pool_backward_kernel(const KernelContext& c);
 void register_reduction_kernels(KernelTable& table);
 void register_linalg_kernels(KernelTable& table);
 void register_conv_kernels(KernelTable& table);
+// Whether pooled_conv2d's kernel forms the convolution a band of rows at a time on these inputs
+// and attributes (f32, no residual, the few-channel forward loops' windows on AVX-512); elsewhere
+// it runs conv2d's kernel and pools the whole result.
+bool pooled_conv_forms_bands(std::span<const TensorMeta> inputs, const Attrs& attrs);
 void register_pool_kernels(KernelTable& table);
 void register_norm_kernels(KernelTable& table);
 void register_softmax_kernels(KernelTable& table);

@@ -31,9 +31,10 @@ void max_pool_backward_band(const Window2D& g, const float* dy, const float* x, 
 // row oh of one image: x_band holds the input rows window_span(g, 0, oh) ((W, C) each); into
 // pooled_row (OW, C) each window's maximum and into winners_row (OW, C) the window cell
 // kh * KW + kw of its first maximum in scan order (the cell max_pool_backward_band gives the
-// gradient), or -1 where `relu` (x is a relu's output) and the maximum is not positive.
+// gradient), or -1 where `relu` (x is a relu's output) and the maximum is not positive. `winner`
+// is (C,) scratch.
 void max_pool_band_with_winners(const Window2D& g, const float* x_band, bool relu, std::int64_t oh,
-                                float* pooled_row, std::int8_t* winners_row);
+                                float* pooled_row, std::int8_t* winners_row, std::int32_t* winner);
 // The same over all of x (N, H, W, C) of any floating dtype into pooled and winners
 // (N, OH, OW, C).
 void max_pool_with_winners(const Window2D& g, const Tensor& x, bool relu, const Tensor& pooled,
