@@ -889,15 +889,25 @@ void conv_kernel(const KernelContext& c) {
 // (N, PH, PW, C_out) i8. Where the few-channel loops run the convolution (f32, on AVX-512), y is
 // formed a band of rows at a time inside them and pooled from the cache; elsewhere (and in the
 // 16-bit dtypes) it is formed whole by conv2d's kernel and pooled by max_pool_with_winners.
-bool pooled_conv_forms_bands(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+namespace {
+
+// pooled_conv_forms_bands for the convolution's geometry `g`, once the kernel has it.
+bool forms_bands([[maybe_unused]] const Window2D& g, [[maybe_unused]] DType dtype,
+                 [[maybe_unused]] const Conv2DAttrs& conv_attrs) {
 #if defined(__x86_64__)
-  const auto conv_attrs = op_attrs<OpKind::conv2d>(pooled_convolution_parts(attrs).convolution);
-  return inputs.size() >= 2 && inputs[0].dtype == DType::f32 && !conv_attrs.fused_add &&
-         few_channel_forward_fits(
-             conv_window("pooled_conv2d", inputs[0].shape, inputs[1].shape, conv_attrs));
+  return dtype == DType::f32 && !conv_attrs.fused_add && few_channel_forward_fits(g);
 #else
   return false;
 #endif
+}
+
+}  // namespace
+
+bool pooled_conv_forms_bands(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const auto conv_attrs = op_attrs<OpKind::conv2d>(pooled_convolution_parts(attrs).convolution);
+  return inputs.size() >= 2 &&
+         forms_bands(conv_window("pooled_conv2d", inputs[0].shape, inputs[1].shape, conv_attrs),
+                     inputs[0].dtype, conv_attrs);
 }
 
 void pooled_conv_kernel(const KernelContext& c) {
@@ -910,7 +920,7 @@ void pooled_conv_kernel(const KernelContext& c) {
       pool_window(op, g.output_shape(), op_attrs<OpKind::max_pool2d>(parts.pooling));
   if (c.outputs[0].numel() == 0) return;
 #if defined(__x86_64__)
-  if (x.numel() != 0 && pooled_conv_forms_bands(metas_of(c.inputs), c.attrs)) {
+  if (x.numel() != 0 && forms_bands(g, x.dtype(), conv_attrs)) {
     return few_channel_pooled_conv_forward(
         g, pool, f32_data(x), f32_data(c.inputs[1]),
         has_bias_input(c.inputs.size(), false) ? f32_data(c.inputs[2]) : nullptr,

@@ -182,6 +182,24 @@ void max_pool_forward(const Window2D& g, const T* x, T* y) {
                });
 }
 
+// Zeroes the columns of a band (the input rows window_span(g, 0, oh), (W, C) each) that no window
+// of output row oh covers: those past the last window and any between windows.
+template <typename T>
+void zero_uncovered_columns(const Window2D& g, std::int64_t oh, T* dx_band) {
+  const std::int64_t channels = g.in_c;
+  const std::int64_t row = g.in_w * channels;
+  const auto [top, bottom] = window_span(g, 0, oh);
+  std::int64_t covered = 0;
+  for (std::int64_t ow = 0; ow <= g.out_w; ++ow) {
+    const std::int64_t left = ow < g.out_w ? window_span(g, 1, ow).first : g.in_w;
+    for (std::int64_t ih = top; ih < bottom && covered < left; ++ih) {
+      std::fill(dx_band + (ih - top) * row + covered * channels,
+                dx_band + (ih - top) * row + left * channels, T(0));
+    }
+    if (ow < g.out_w) covered = std::max(covered, window_span(g, 1, ow).second);
+  }
+}
+
 // The input rows of output row oh of max_pool_backward_disjoint: image n, rows
 // window_span(g, 0, oh) written into dx_band (those rows, (W, C) each), dy at each window's
 // first maximum and 0 everywhere else. `best` and `winner` are (C,) scratch: per channel, the
@@ -198,18 +216,7 @@ TANDEM_VECTOR_CLONES void max_pool_backward_band_loop(const Window2D& g, const T
   const std::int64_t row = g.in_w * channels;  // elements of one input row
   const T* x_image = x + n * g.in_h * row;     // (H, W, C)
   const auto [top, bottom] = window_span(g, 0, oh);
-  // The columns of the band's rows that no window covers.
-  for (std::int64_t ih = top; ih < bottom; ++ih) {
-    std::int64_t covered = 0;
-    for (std::int64_t ow = 0; ow <= g.out_w; ++ow) {
-      const std::int64_t left = ow < g.out_w ? window_span(g, 1, ow).first : g.in_w;
-      if (covered < left) {
-        std::fill(dx_band + (ih - top) * row + covered * channels,
-                  dx_band + (ih - top) * row + left * channels, T(0));
-      }
-      if (ow < g.out_w) covered = std::max(covered, window_span(g, 1, ow).second);
-    }
-  }
+  zero_uncovered_columns(g, oh, dx_band);
   if (top >= bottom) return;
   const T* dy_row = dy + (n * g.out_h + oh) * g.out_w * channels;  // (OW, C)
   for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
@@ -740,16 +747,7 @@ void winners_backward_band(const Window2D& g, const float* dy, const std::int8_t
   const std::int64_t row = g.in_w * channels;
   const auto [top, bottom] = window_span(g, 0, oh);
   const std::int64_t offset = (n * g.out_h + oh) * g.out_w * channels;
-  // The columns no window covers (those past the last window, and any between windows).
-  std::int64_t covered = 0;
-  for (std::int64_t ow = 0; ow <= g.out_w; ++ow) {
-    const std::int64_t left = ow < g.out_w ? window_span(g, 1, ow).first : g.in_w;
-    for (std::int64_t ih = top; ih < bottom && covered < left; ++ih) {
-      std::fill(dx_band + (ih - top) * row + covered * channels,
-                dx_band + (ih - top) * row + left * channels, 0.0f);
-    }
-    if (ow < g.out_w) covered = std::max(covered, window_span(g, 1, ow).second);
-  }
+  zero_uncovered_columns(g, oh, dx_band);
 #if defined(__x86_64__)
   if (cpu_has_avx512() && whole_2x2_row(g, oh))
     return winners_2x2_backward_band(g, dy + offset, winners + offset, dx_band);
