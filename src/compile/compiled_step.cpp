@@ -60,6 +60,7 @@ struct CompiledStep::Impl {
   std::vector<Tensor> handles;             // per value
   std::vector<Tensor> host_staging;        // per host operand: its CPU copy
   std::vector<Tensor> scratch_inputs, scratch_outputs;
+  std::vector<std::unique_ptr<KernelState>> kernel_states;  // per node (KernelContext::state)
   // Replaying recorded kernels (Backend::record: a CUDA graph) from the second run on, where the
   // backend records and no observer (the profiler) watches the ops. A recording holds the
   // buffers' addresses, so the inputs are copied into buffers of the step's own (except those
@@ -132,7 +133,8 @@ void CompiledStep::Impl::ensure_results() {
 }
 
 void CompiledStep::Impl::release_arena() {
-  recording.reset();  // its kernels point into the block
+  recording.reset();      // its kernels point into the block
+  kernel_states.clear();  // and what they kept with it (scratch buffers, reordered constants)
   for (int r : arena_roots) {
     handles[static_cast<std::size_t>(r)] = Tensor();
     for (int view : views_of[static_cast<std::size_t>(r)])
@@ -369,7 +371,9 @@ void CompiledStep::Impl::bind(const std::vector<Tensor>& inputs) {
 void CompiledStep::Impl::issue_nodes(const std::vector<OpObserver*>& observers) {
   std::optional<SpanScope> phase;  // the span of the nodes' phase, as the eager step marks it
   SpanKind phase_kind = SpanKind::step;
-  for (const compile::Node& node : graph.nodes) {
+  kernel_states.resize(graph.nodes.size());
+  for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
+    const compile::Node& node = graph.nodes[n];
     if (node.phase != phase_kind) {
       phase.reset();
       phase_kind = node.phase;
@@ -383,7 +387,8 @@ void CompiledStep::Impl::issue_nodes(const std::vector<OpObserver*>& observers) 
       scratch_outputs.push_back(handles[static_cast<std::size_t>(output)]);
     for (OpObserver* observer : observers)
       observer->before_op(node.kind, scratch_inputs, node.attrs);
-    backend->run(KernelContext{node.kind, scratch_inputs, scratch_outputs, node.attrs});
+    backend->run(
+        KernelContext{node.kind, scratch_inputs, scratch_outputs, node.attrs, &kernel_states[n]});
     for (OpObserver* observer : observers)
       observer->after_op(node.kind, scratch_inputs, scratch_outputs, node.attrs);
   }

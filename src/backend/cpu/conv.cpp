@@ -277,6 +277,16 @@ struct ConvForward {
   std::optional<Window2D> unrolls;
 };
 
+// What conv_forward_onednn keeps for a compiled node (KernelContext::state): the entry it looked
+// up by `key`, and the primitive's arguments on the node's buffers: a constant filter's reordered
+// copy, the buffer strided windows are unrolled into.
+struct ConvForwardState final : KernelState {
+  PrimitiveKey key;
+  std::shared_ptr<const ConvForward> entry;
+  std::optional<std::uint64_t> constant_filter;  // the constant whose copy args holds
+  PrimitiveArguments args;
+};
+
 // An input gradient: oneDNN's primitive, or the product dy (N*OH*OW, C_out) x filter^T
 // (C_out, KH*KW*C_in), the filter read transposed where it stands (build_backward_input_product).
 struct ConvBackwardInput {
@@ -477,9 +487,9 @@ memory::desc matrix(std::int64_t rows, std::int64_t columns, DType dtype) {
 
 // y (N*OH*OW, C_out) = windows (N*OH*OW, KH*KW*C_in) x filter (KH*KW*C_in, C_out) + bias, with
 // the residual and relu as post-ops (in bf16 added afterwards, as build_forward_as_given does).
-// A constant filter (forward_filter keeps it reordered) is read in the layout the product picks,
-// others as they stand: with the filter row-major oneDNN packs it again inside every call, which
-// at inference (ResNet-50 at 112x112, 2 threads, filters cold in cache) made the batch-8 3x3
+// A constant filter (constant_forward_filter keeps it reordered) is read in the layout the product
+// picks, others as they stand: with the filter row-major oneDNN packs it again inside every call,
+// which at inference (ResNet-50 at 112x112, 2 threads, filters cold in cache) made the batch-8 3x3
 // 512-channel product at 4x4 3.46 against 2.39 ms, the batch-1 1x1 512-to-256 one at 14x14 0.19
 // against 0.16 ms.
 ConvForward build_forward_product(const Window2D& g, DType dtype, bool with_bias, bool fused_relu,
@@ -574,14 +584,11 @@ ConvBackwardFilter build_backward_filter(const Window2D& g, DType dtype, bool wi
 
 constexpr std::size_t kCacheCapacity = 64;
 
-// The filter in the forward primitive's layout. A constant filter (an inference model's:
-// Tensor::is_constant) is reordered once and kept, keyed by the primitive and the filter; at
-// batch 1 reordering ResNet-50's filters on every call took longer than its convolutions.
-memory forward_filter(const PrimitiveKey& primitive, const ConvForward& entry,
-                      const Tensor& filter) {
-  if (!filter.is_constant() || !entry.filter.reorder) {
-    return filter_for_primitive(entry.filter, filter);
-  }
+// A constant filter (an inference model's: Tensor::is_constant) in the forward primitive's layout,
+// reordered once and kept, keyed by the primitive and the filter; at batch 1 reordering
+// ResNet-50's filters on every call took longer than its convolutions.
+memory constant_forward_filter(const PrimitiveKey& primitive, const ConvForward& entry,
+                               const Tensor& filter) {
   static PrimitiveCache<memory> constants(512);
   PrimitiveKey key = primitive;
   key.push_back(static_cast<std::int64_t>(filter.id()));
@@ -679,20 +686,12 @@ void fold_windows(const Window2D& g, const memory& d_windows, const Tensor& dx) 
   });
 }
 
-// x as the forward primitive reads it: the tensor itself, or its windows unrolled.
-memory forward_input(const ConvForward& entry, const Tensor& x) {
-  if (!entry.unrolls) return wrap(entry.descs.x, x);
-  memory windows(entry.descs.x, onednn_engine());
-  unroll_windows(*entry.unrolls, x, windows);
-  return windows;
-}
-
 // Whether a convolution with few positions for its channels may run as products. Not in
 // deterministic mode, where oneDNN's matmul may split its sums across threads. With a constant
-// forward filter (an inference model's, reordered once and kept: forward_filter) only from 64
-// positions on: below that oneDNN's kernels on the kept filter were faster (ResNet-50 at 112x112,
-// batch 1, 2 threads: 0.30 against 0.59 ms for the 3x3 512-channel convolution at 4x4, 0.12
-// against 0.22 for the 1x1 2048-to-512 one; the pass 11.2 against 13.3 ms), above it slower
+// forward filter (an inference model's, reordered once and kept: constant_forward_filter) only from
+// 64 positions on: below that oneDNN's kernels on the kept filter were faster (ResNet-50 at
+// 112x112, batch 1, 2 threads: 0.30 against 0.59 ms for the 3x3 512-channel convolution at 4x4,
+// 0.12 against 0.22 for the 1x1 2048-to-512 one; the pass 11.2 against 13.3 ms), above it slower
 // (batch 8: 125 against 132 images/s). Those products read the filter row-major; on the kept
 // packed filter (build_forward_product) below 64 positions they are even with the kernels (the
 // batch-1 pass 12.6-13.0 against 12.7-13.4 ms), so the kernels keep them.
@@ -707,6 +706,15 @@ const float* f32_data(const Tensor& tensor) {
   return static_cast<const float*>(tensor.raw_data());
 }
 
+// What conv_forward_streamed keeps for a compiled node (KernelContext::state): the panels of the
+// constant filter it read last, and the buffer it unrolls windows into.
+struct StreamedConvState final : KernelState {
+  std::optional<std::uint64_t> filter;  // the constant `panels` were made from
+  std::shared_ptr<const Tensor> panels;
+  Tensor windows;  // (N*OH*OW, KH*KW*C_in)
+  std::optional<memory> windows_memory;
+};
+
 // A constant filter over at most 16 positions (streamed_filter_fits): the loops of
 // conv_streamed_filter.cpp, on the filter's panels made once and kept while the filter lives.
 // The panels depend on the filter alone, so every batch size shares them.
@@ -714,16 +722,25 @@ void conv_forward_streamed(const KernelContext& c, const Window2D& g) {
   static ConstantDerivedCache<Tensor> kept_panels;
   const Conv2DAttrs attrs = op_attrs<OpKind::conv2d>(c.attrs);
   const Tensor& filter = c.inputs[1];  // (KH, KW, C_in, C_out)
-  const auto panels = kept_panels.get({static_cast<std::int64_t>(filter.id())}, filter,
-                                      [&] { return filter_panels(g, filter); });
-  Tensor windows;  // (N*OH*OW, KH*KW*C_in), where x is not its own windows
-  if (!windows_are_input(g)) {
-    windows = Tensor::empty({g.positions(), g.window_entries()}, DType::f32);
-    unroll_windows(g, c.inputs[0],
-                   wrap(matrix(g.positions(), g.window_entries(), DType::f32), windows));
+  StreamedConvState eager;
+  StreamedConvState* const kept = kept_state<StreamedConvState>(c);
+  StreamedConvState& state = kept != nullptr ? *kept : eager;
+  if (state.filter != filter.id()) {
+    state.panels = kept_panels.get({static_cast<std::int64_t>(filter.id())}, filter,
+                                   [&] { return filter_panels(g, filter); });
+    state.filter = filter.id();
+  }
+  const bool unrolled = !windows_are_input(g);  // x is not its own windows
+  if (unrolled) {
+    if (!state.windows_memory) {
+      state.windows = Tensor::empty({g.positions(), g.window_entries()}, DType::f32);
+      state.windows_memory =
+          wrap(matrix(g.positions(), g.window_entries(), DType::f32), state.windows);
+    }
+    unroll_windows(g, c.inputs[0], *state.windows_memory);
   }
   const bool with_bias = has_bias_input(c.inputs.size(), attrs.fused_add);
-  streamed_filter_conv(g, f32_data(windows.defined() ? windows : c.inputs[0]), f32_data(*panels),
+  streamed_filter_conv(g, f32_data(unrolled ? state.windows : c.inputs[0]), f32_data(*state.panels),
                        with_bias ? f32_data(c.inputs[2]) : nullptr,
                        attrs.fused_add ? f32_data(c.inputs.back()) : nullptr, attrs.fused_relu,
                        static_cast<float*>(c.outputs[0].raw_data()));
@@ -749,21 +766,47 @@ void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
   const bool products = products_allowed(g, constant_filter);
   key.push_back(products);
   key.push_back(constant_filter);
-  const auto entry = cache.get(key, [&] {
-    return build_forward(g, dtype, with_bias, attrs.fused_relu, residual, products,
-                         constant_filter);
-  });
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, forward_input(*entry, c.inputs[0])},
-                                       {DNNL_ARG_WEIGHTS, forward_filter(key, *entry, c.inputs[1])},
-                                       {DNNL_ARG_DST, wrap(entry->descs.y, y)}};
-  if (with_bias) args.emplace(DNNL_ARG_BIAS, wrap(entry->descs.bias, c.inputs[2]));
-  if (residual == Residual::operand && !entry->residual_after)
-    args.emplace(kResidualArg, wrap(entry->descs.y, c.inputs.back()));
+  ConvForwardState eager;
+  ConvForwardState* const kept = kept_state<ConvForwardState>(c);
+  ConvForwardState& state = kept != nullptr ? *kept : eager;
+  if (state.entry == nullptr || state.key != key) {
+    state.entry = cache.get(key, [&] {
+      return build_forward(g, dtype, with_bias, attrs.fused_relu, residual, products,
+                           constant_filter);
+    });
+    state.key = key;
+    state.args.clear();
+    state.constant_filter.reset();
+  }
+  const ConvForward& entry = *state.entry;
+  PrimitiveArguments& args = state.args;
+  if (entry.unrolls) {
+    if (args.find(DNNL_ARG_SRC) == nullptr)
+      args.bind(DNNL_ARG_SRC, memory(entry.descs.x, onednn_engine()));
+    unroll_windows(*entry.unrolls, c.inputs[0], *args.find(DNNL_ARG_SRC));
+  } else {
+    args.bind(DNNL_ARG_SRC, entry.descs.x, c.inputs[0]);
+  }
+  const Tensor& filter = c.inputs[1];
+  if (filter.is_constant() && entry.filter.reorder) {
+    if (state.constant_filter != filter.id()) {
+      args.bind(DNNL_ARG_WEIGHTS, constant_forward_filter(key, entry, filter));
+      state.constant_filter = filter.id();
+    }
+  } else if (entry.filter.reorder) {
+    args.bind(DNNL_ARG_WEIGHTS, filter_for_primitive(entry.filter, filter));
+  } else {
+    args.bind(DNNL_ARG_WEIGHTS, entry.filter.ours, filter);
+  }
+  args.bind(DNNL_ARG_DST, entry.descs.y, y);
+  if (with_bias) args.bind(DNNL_ARG_BIAS, entry.descs.bias, c.inputs[2]);
+  if (residual == Residual::operand && !entry.residual_after)
+    args.bind(kResidualArg, entry.descs.y, c.inputs.back());
   // Added afterwards, a residual in y's buffer is kept aside from the convolution writing it.
-  const Tensor kept = entry->residual_after && onto_residual ? c.inputs.back().clone() : Tensor();
-  execute(entry->primitive, args);
-  if (entry->residual_after) {
-    add_residual(kept.defined() ? kept : c.inputs.back(), y, attrs.fused_relu);
+  const Tensor aside = entry.residual_after && onto_residual ? c.inputs.back().clone() : Tensor();
+  args.execute(entry.primitive);
+  if (entry.residual_after) {
+    add_residual(aside.defined() ? aside : c.inputs.back(), y, attrs.fused_relu);
   }
 }
 

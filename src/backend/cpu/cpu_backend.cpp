@@ -126,6 +126,50 @@ dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor) {
   return dnnl::memory(desc, onednn_engine(), tensor.raw_data());
 }
 
+void PrimitiveArguments::bind(int arg, const dnnl::memory::desc& desc, const Tensor& tensor) {
+  void* data = tensor.raw_data();
+  for (Bound& bound : bound_) {
+    if (bound.arg != arg) continue;
+    if (bound.data != data) {
+      bound.memory.set_data_handle(data);
+      bound.data = data;
+    }
+    return;
+  }
+  bound_.push_back(Bound{arg, wrap(desc, tensor), data});
+}
+
+void PrimitiveArguments::bind(int arg, const dnnl::memory& memory) {
+  for (Bound& bound : bound_) {
+    if (bound.arg != arg) continue;
+    bound.memory = memory;
+    bound.data = nullptr;
+    return;
+  }
+  bound_.push_back(Bound{arg, memory, nullptr});
+}
+
+const dnnl::memory* PrimitiveArguments::find(int arg) const {
+  for (const Bound& bound : bound_) {
+    if (bound.arg == arg) return &bound.memory;
+  }
+  return nullptr;
+}
+
+void PrimitiveArguments::clear() {
+  bound_.clear();
+}
+
+void PrimitiveArguments::execute(const dnnl::primitive& primitive) {
+  list_.clear();
+  for (const Bound& bound : bound_)
+    list_.push_back(dnnl_exec_arg_t{bound.arg, bound.memory.get()});
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(primitive.get(), onednn_stream().get(),
+                                                 static_cast<int>(list_.size()), list_.data()),
+                          "could not execute a primitive");
+  onednn_stream().wait();
+}
+
 dnnl::primitive_attr fused_post_ops(Residual residual, const dnnl::memory::desc& operand,
                                     bool relu) {
   dnnl::primitive_attr attr;

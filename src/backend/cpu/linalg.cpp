@@ -97,6 +97,14 @@ struct OneDnnMatmul {
   MatmulExtents extents{};
 };
 
+// What matmul_onednn keeps for a compiled node (KernelContext::state): the entry it looked up by
+// `key`, and the primitive's arguments on the node's buffers.
+struct MatmulState final : KernelState {
+  PrimitiveKey key;
+  std::shared_ptr<const OneDnnMatmul> entry;
+  PrimitiveArguments args;
+};
+
 // The strides of a (batch, rows, cols) view of a stored operand; `transposed` reads the stored
 // (batch, cols, rows) matrix through swapped strides.
 dnnl::memory::dims matrix_strides(std::int64_t rows, std::int64_t cols, bool transposed) {
@@ -149,10 +157,18 @@ bool matmul_onednn(const KernelContext& c, const MatmulShape& s) {
   const DType dtype = c.inputs[0].dtype();
   const std::int64_t flags = s.b_batched | s.transpose_a << 1 | s.transpose_b << 2 |
                              s.has_bias << 3 | s.fused_relu << 4 | s.fused_add << 5;
-  const PrimitiveKey key{static_cast<std::int64_t>(dtype), s.batch, s.m, s.k, s.n, flags};
-  const auto entry = cache.get(key, [&] { return build_matmul(s, dtype); });
-  if (!entry->primitive) return false;
-  const MatmulExtents& padded = entry->extents;
+  PrimitiveKey key{static_cast<std::int64_t>(dtype), s.batch, s.m, s.k, s.n, flags};
+  MatmulState eager;
+  MatmulState* const kept = kept_state<MatmulState>(c);
+  MatmulState& state = kept != nullptr ? *kept : eager;
+  if (state.entry == nullptr || state.key != key) {
+    state.entry = cache.get(key, [&] { return build_matmul(s, dtype); });
+    state.key = std::move(key);
+    state.args.clear();
+  }
+  const OneDnnMatmul& entry = *state.entry;
+  if (!entry.primitive) return false;
+  const MatmulExtents& padded = entry.extents;
   Tensor a = c.inputs[0];
   Tensor b = c.inputs[1];
   Tensor bias = s.has_bias ? c.inputs[2] : Tensor();
@@ -170,15 +186,16 @@ bool matmul_onednn(const KernelContext& c, const MatmulShape& s) {
     if (s.has_bias) bias = zero_padded(bias, {s.n}, {1}, {padded.n});
     out = Tensor::empty({s.batch, s.m, padded.n}, dtype, Device::cpu());
   }
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(entry->a_desc, a)},
-                                             {DNNL_ARG_WEIGHTS, wrap(entry->b_desc, b)},
-                                             {DNNL_ARG_DST, wrap(entry->out_desc, out)}};
-  if (s.has_bias) args.emplace(DNNL_ARG_BIAS, wrap(entry->bias_desc, bias));
-  if (s.fused_add && !entry->residual_after)
-    args.emplace(kResidualArg, wrap(entry->out_desc, c.inputs.back()));
-  execute(*entry->primitive, args);
+  PrimitiveArguments& args = state.args;
+  args.bind(DNNL_ARG_SRC, entry.a_desc, a);
+  args.bind(DNNL_ARG_WEIGHTS, entry.b_desc, b);
+  args.bind(DNNL_ARG_DST, entry.out_desc, out);
+  if (s.has_bias) args.bind(DNNL_ARG_BIAS, entry.bias_desc, bias);
+  if (s.fused_add && !entry.residual_after)
+    args.bind(kResidualArg, entry.out_desc, c.inputs.back());
+  args.execute(*entry.primitive);
   if (padded.n != s.n) copy_leading_columns(out, c.outputs[0]);
-  if (entry->residual_after) add_residual(c.inputs.back(), c.outputs[0], s.fused_relu);
+  if (entry.residual_after) add_residual(c.inputs.back(), c.outputs[0], s.fused_relu);
   return true;
 }
 
