@@ -130,10 +130,12 @@ void PrimitiveArguments::bind(int arg, const dnnl::memory::desc& desc, const Ten
   void* data = tensor.raw_data();
   for (Bound& bound : bound_) {
     if (bound.arg != arg) continue;
-    if (bound.data != data) {
+    if (bound.data == nullptr) {  // a memory object of its own until now
+      bound.memory = wrap(desc, tensor);
+    } else if (bound.data != data) {
       bound.memory.set_data_handle(data);
-      bound.data = data;
     }
+    bound.data = data;
     return;
   }
   bound_.push_back(Bound{arg, wrap(desc, tensor), data});
