@@ -278,8 +278,8 @@ struct ConvForward {
 };
 
 // What conv_forward_onednn keeps for a compiled node (KernelContext::state): the entry it looked
-// up by `key`, and the primitive's arguments on the node's buffers: a constant filter's reordered
-// copy, the buffer strided windows are unrolled into.
+// up by `key`, and the primitive's arguments on the node's buffers, a constant filter's reordered
+// copy among them.
 struct ConvForwardState final : KernelState {
   PrimitiveKey key;
   std::shared_ptr<const ConvForward> entry;
@@ -781,9 +781,10 @@ void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
   const ConvForward& entry = *state.entry;
   PrimitiveArguments& args = state.args;
   if (entry.unrolls) {
-    if (args.find(DNNL_ARG_SRC) == nullptr)
-      args.bind(DNNL_ARG_SRC, memory(entry.descs.x, onednn_engine()));
-    unroll_windows(*entry.unrolls, c.inputs[0], *args.find(DNNL_ARG_SRC));
+    // A buffer for this call only: a training step's products unroll megabytes a node.
+    const memory windows(entry.descs.x, onednn_engine());
+    unroll_windows(*entry.unrolls, c.inputs[0], windows);
+    args.bind(DNNL_ARG_SRC, windows);
   } else {
     args.bind(DNNL_ARG_SRC, entry.descs.x, c.inputs[0]);
   }
