@@ -583,6 +583,33 @@ TEST(CompiledStep, ReleasedMemoryComesBackAtTheNextRun) {
   expect_identical(step.run({x})[0], first, "after release_memory");
 }
 
+// The CPU kernels keep their primitives and arguments for each node (KernelContext::state):
+// runs on inputs in new buffers, on a weight given new storage, on a constant weight, and after
+// the step's memory was released must each give the eager bits.
+TEST(CompiledStep, KernelsKeptStateFollowsEachRunsBuffers) {
+  Tensor filter = uniform({3, 3, 8, 8}, 110);
+  Tensor constant_filter = uniform({1, 1, 8, 16}, 111);
+  constant_filter.set_constant(true);
+  Tensor weights = uniform({16, 5}, 112);
+  const auto body = [&](const std::vector<Tensor>& in) {
+    const Tensor block = relu(conv2d(in[0], filter, {.padding = Padding::same}) + in[0]);
+    const Tensor widened = relu(conv2d(block, constant_filter, {.strides = {2, 2}}));
+    return std::vector<Tensor>{matmul(reshape(widened, {2, -1}), weights)};
+  };
+  const auto x = [](std::uint64_t seed) {
+    return std::vector<Tensor>{uniform({2, 2, 2, 8}, seed)};
+  };
+  CompiledStep step = trace_step("kept state", body, x(113));
+  for (std::uint64_t seed = 113; seed < 116; ++seed) {
+    expect_identical(step.run(x(seed))[0], body(x(seed))[0], "input " + std::to_string(seed));
+  }
+  filter.set_data(uniform({3, 3, 8, 8}, 117));
+  weights.set_data(uniform({16, 5}, 118));
+  expect_identical(step.run(x(119))[0], body(x(119))[0], "weights given new storage");
+  step.release_memory();
+  expect_identical(step.run(x(120))[0], body(x(120))[0], "after release_memory");
+}
+
 TEST(CompiledStep, RefusesInputsOfAnotherSignature) {
   CompiledStep step =
       trace_step("dense", dense_relu, {uniform({8, 5}, 1), uniform({5, 3}, 2), uniform({3}, 3)});

@@ -31,17 +31,27 @@ Tensor constant(const Tensor& value) {
 }
 
 // Runs `kind` on the CPU backend with the node slot `state`, into `out` (or a new buffer shaped
-// as the eager result), and expects the eager call's bits.
-void expect_kept_run_matches_eager(K kind, const std::vector<Tensor>& inputs, const Attrs& attrs,
-                                   std::unique_ptr<KernelState>& state, const std::string& label,
-                                   Tensor out = Tensor()) {
-  const Tensor expected = call_op(kind, inputs, attrs)[0];
-  if (!out.defined()) out = Tensor::empty(expected.shape(), expected.dtype());
-  std::vector<Tensor> outputs{out};
-  backend_for(Device::cpu()).run(KernelContext{kind, inputs, outputs, attrs, &state});
-  EXPECT_NE(state, nullptr) << label << ": the kernel kept nothing";
-  EXPECT_EQ(outputs[0].to_vector<float>(), expected.to_vector<float>()) << label;
-}
+// as the eager result), and expects the eager call's bits. Every buffer a test gives stays alive
+// until the test ends, so that a later run's tensors never reuse an earlier run's addresses (a
+// kept argument that was not pointed again would go unseen there).
+class KeptKernelState : public testing::Test {
+ protected:
+  void expect_kept_run_matches_eager(K kind, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                                     std::unique_ptr<KernelState>& state, const std::string& label,
+                                     Tensor out = Tensor()) {
+    const Tensor expected = call_op(kind, inputs, attrs)[0];
+    if (!out.defined()) out = Tensor::empty(expected.shape(), expected.dtype());
+    std::vector<Tensor> outputs{out};
+    backend_for(Device::cpu()).run(KernelContext{kind, inputs, outputs, attrs, &state});
+    EXPECT_NE(state, nullptr) << label << ": the kernel kept nothing";
+    EXPECT_EQ(outputs[0].to_vector<float>(), expected.to_vector<float>()) << label;
+    alive_.insert(alive_.end(), inputs.begin(), inputs.end());
+    alive_.push_back(out);
+  }
+
+ private:
+  std::vector<Tensor> alive_;
+};
 
 Attrs convolution_attrs(Conv2DOptions options, bool relu, bool add = false) {
   Conv2DAttrs attrs;
@@ -51,7 +61,7 @@ Attrs convolution_attrs(Conv2DOptions options, bool relu, bool add = false) {
   return make_op_attrs<K::conv2d>(attrs);
 }
 
-TEST(KernelState, ConvolutionFollowsMovedInputsOutputsAndWeights) {
+TEST_F(KeptKernelState, ConvolutionFollowsMovedInputsOutputsAndWeights) {
   Conv2DOptions same;
   same.padding = Padding::same;
   const Attrs attrs = convolution_attrs(same, /*relu=*/true);
@@ -70,7 +80,7 @@ TEST(KernelState, ConvolutionFollowsMovedInputsOutputsAndWeights) {
                                 "output in another buffer", out);
 }
 
-TEST(KernelState, ConvolutionFollowsAReplacedConstantFilter) {
+TEST_F(KeptKernelState, ConvolutionFollowsAReplacedConstantFilter) {
   // A constant filter is reordered once and kept; another constant must be read instead. 7x7
   // positions take oneDNN's kernel, 4x4 ones the streamed loops where the CPU has AVX-512.
   for (const Shape& x_shape : {Shape{1, 7, 7, 64}, Shape{1, 4, 4, 64}}) {
@@ -90,7 +100,7 @@ TEST(KernelState, ConvolutionFollowsAReplacedConstantFilter) {
   }
 }
 
-TEST(KernelState, StridedConvolutionUnrollsEachRunsInput) {
+TEST_F(KeptKernelState, StridedConvolutionUnrollsEachRunsInput) {
   // A strided 1x1 convolution reads its positions unrolled into a buffer the node keeps.
   Conv2DOptions strided;
   strided.strides = {2, 2};
@@ -107,7 +117,7 @@ TEST(KernelState, StridedConvolutionUnrollsEachRunsInput) {
   }
 }
 
-TEST(KernelState, FusedResidualFollowsItsBuffer) {
+TEST_F(KeptKernelState, FusedResidualFollowsItsBuffer) {
   const Attrs attrs = convolution_attrs({}, /*relu=*/true, /*add=*/true);
   const Tensor x = random({1, 7, 7, 64}, 14);
   const Tensor filter = constant(random({1, 1, 64, 256}, 15));
@@ -119,8 +129,9 @@ TEST(KernelState, FusedResidualFollowsItsBuffer) {
   // (another primitive: the residual already in the destination). Expected: the same call
   // without a slot.
   const Tensor residual = random({1, 7, 7, 256}, 18);
+  std::vector<Tensor> written_buffers;  // alive to the end, as the fixture's
   const auto run_over_residual = [&](std::unique_ptr<KernelState>* slot) {
-    const Tensor written = residual.clone();
+    const Tensor written = written_buffers.emplace_back(residual.clone());
     std::vector<Tensor> inputs{x, filter, bias, written};
     std::vector<Tensor> outputs{written};
     backend_for(Device::cpu()).run(KernelContext{K::conv2d, inputs, outputs, attrs, slot});
@@ -132,7 +143,7 @@ TEST(KernelState, FusedResidualFollowsItsBuffer) {
                                 state, "residual in its own buffer again");
 }
 
-TEST(KernelState, ProductFollowsMovedOperands) {
+TEST_F(KeptKernelState, ProductFollowsMovedOperands) {
   const Attrs attrs = make_op_attrs<K::matmul>(MatmulAttrs{});
   const Tensor b = random({64, 48}, 20);
   const Tensor bias = random({48}, 21);
@@ -143,7 +154,7 @@ TEST(KernelState, ProductFollowsMovedOperands) {
                                 state, "both operands in other buffers");
 }
 
-TEST(KernelState, AnotherKernelsStateIsReplaced) {
+TEST_F(KeptKernelState, AnotherKernelsStateIsReplaced) {
   // A slot holding another kernel's state (a node whose inputs changed kind) is remade.
   std::unique_ptr<KernelState> state;
   expect_kept_run_matches_eager(K::matmul, {random({5, 64}, 25), random({64, 48}, 26)},
