@@ -126,18 +126,19 @@ dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor) {
   return dnnl::memory(desc, onednn_engine(), tensor.raw_data());
 }
 
-void PrimitiveArguments::bind(int arg, const dnnl::memory::desc& desc, void* data) {
+void PrimitiveArguments::bind(int arg, const dnnl::memory::desc& desc, const Tensor& tensor) {
+  void* data = tensor.raw_data();
   for (Bound& bound : bound_) {
     if (bound.arg != arg) continue;
     if (bound.data == nullptr) {  // a memory object of its own until now
-      bound.memory = dnnl::memory(desc, onednn_engine(), data);
+      bound.memory = wrap(desc, tensor);
     } else if (bound.data != data) {
       bound.memory.set_data_handle(data);
     }
     bound.data = data;
     return;
   }
-  bound_.push_back(Bound{arg, dnnl::memory(desc, onednn_engine(), data), data});
+  bound_.push_back(Bound{arg, wrap(desc, tensor), data});
 }
 
 void PrimitiveArguments::bind(int arg, const dnnl::memory& memory) {

@@ -66,11 +66,8 @@ dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor);
 // convolution.
 class PrimitiveArguments {
  public:
-  // Binds `arg` to the buffer at `data`, which the primitive reads or writes as `desc`.
-  void bind(int arg, const dnnl::memory::desc& desc, void* data);
-  void bind(int arg, const dnnl::memory::desc& desc, const Tensor& tensor) {
-    bind(arg, desc, tensor.raw_data());
-  }
+  // Binds `arg` to `tensor`'s buffer, which the primitive reads or writes as `desc`.
+  void bind(int arg, const dnnl::memory::desc& desc, const Tensor& tensor);
   // Binds `arg` to a memory object of its own (a reordered constant, a scratch buffer).
   void bind(int arg, const dnnl::memory& memory);
   // The memory object bound to `arg`, or nullptr.

@@ -13,7 +13,6 @@
 // On a CPU without VNNI, where oneDNN's int8 kernels saturate, the products run in f32 on the
 // dequantised operands (OnednnIsa::exact_int8). The oneDNN path is tested against the simulation
 // (fake_quantize around conv2d/matmul) and against XLA's lowering of the ops.
-#include <array>
 #include <bit>
 #include <cmath>
 #include <optional>
@@ -345,56 +344,24 @@ QuantizedPrimitive or_loops(Build&& build) {
   }
 }
 
-// What an integer kernel keeps for a compiled node (KernelContext::state): the product's scales
-// and the layer found for them, standing while the call gives the same constant input scale,
-// weights and weight scales (an int8 model's, which never change), and the primitive's arguments
-// on the node's buffers. The layer's key holds every output channel's scale: computing and hashing
-// it again on each call is work proportional to the channels, on caches gone cold at batch 1.
-struct QuantizedLayerState final : KernelState {
-  std::optional<std::array<std::uint64_t, 3>> constants;  // the ids of inputs 1-3 it stands for
-  QuantizedProduct product;
-  std::shared_ptr<const QuantizedPrimitive> layer;  // nullptr: the loops run
-  PrimitiveArguments args;
-};
-
-// The kept state where the call gives the constants it was made for; otherwise the state `find`
-// fills in (product and layer), kept where the slot allows. `eager` holds it for an eager call.
-template <typename Find>
-QuantizedLayerState& layer_state(const KernelContext& c, QuantizedLayerState& eager, Find&& find) {
-  QuantizedLayerState* const kept = kept_state<QuantizedLayerState>(c);
-  QuantizedLayerState& state = kept != nullptr ? *kept : eager;
-  std::optional<std::array<std::uint64_t, 3>> ids;
-  if (c.inputs[1].is_constant() && c.inputs[2].is_constant() && c.inputs[3].is_constant())
-    ids = std::array{c.inputs[1].id(), c.inputs[2].id(), c.inputs[3].id()};
-  if (!ids || state.constants != ids) {
-    find(state);
-    state.constants = ids;
-    state.args.clear();
-  }
-  return state;
-}
-
-// Runs the state's layer on the quantised input `q`; the residual, if any, is copied into the
+// Runs a layer's primitive on the quantised input; the residual, if any, is copied into the
 // output first (the sum post-op adds what the output holds) unless a compiled graph wrote the
 // output over the residual's buffer (the op's in-place input).
-void run_quantized(const KernelContext& c, QuantizedLayerState& state, void* q) {
-  const QuantizedPrimitive& layer = *state.layer;
+void run_quantized(const KernelContext& c, const QuantizedPrimitive& layer,
+                   const QuantizedProduct& p, void* q) {
   const Tensor& y = c.outputs[0];
-  if (state.product.fused_add && y.raw_data() != c.inputs.back().raw_data()) {
+  if (p.fused_add && y.raw_data() != c.inputs.back().raw_data()) {
     const Tensor& residual = c.inputs.back();
     std::copy_n(residual.data<float>(), residual.numel(), y.data<float>());
   }
-  PrimitiveArguments& args = state.args;
-  args.bind(DNNL_ARG_SRC, layer.x, q);
-  if (!layer.constant_weights) {
-    args.bind(DNNL_ARG_WEIGHTS, reordered_weights(layer.weights_ours, layer.weights_chosen,
-                                                  padded_weights(layer, c.inputs[2])));
-  } else if (args.find(DNNL_ARG_WEIGHTS) == nullptr) {
-    args.bind(DNNL_ARG_WEIGHTS, *layer.constant_weights);
-  }
-  args.bind(DNNL_ARG_DST, layer.y, y);
-  args.bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, layer.bias, c.inputs[4]);
-  args.execute(layer.primitive);
+  execute(layer.primitive,
+          {{DNNL_ARG_SRC, memory(layer.x, onednn_engine(), q)},
+           {DNNL_ARG_WEIGHTS, layer.constant_weights
+                                  ? *layer.constant_weights
+                                  : reordered_weights(layer.weights_ours, layer.weights_chosen,
+                                                      padded_weights(layer, c.inputs[2]))},
+           {DNNL_ARG_DST, wrap(layer.y, y)},
+           {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, wrap(layer.bias, c.inputs[4])}});
 }
 
 // ---- CPUs whose oneDNN int8 kernels are inexact (OnednnIsa::exact_int8) ----
@@ -452,64 +419,48 @@ void quantized_conv2d_kernel(const KernelContext& c) {
   static PrimitiveCache<QuantizedPrimitive> cache(kLayerCacheCapacity);
   const auto attrs = op_attrs<OpKind::quantized_conv2d>(c.attrs);
   const Window2D g = conv_window(op_name(c.kind), c.inputs[0].shape(), c.inputs[2].shape(), attrs);
+  const QuantizedProduct p = quantized_product<OpKind::quantized_conv2d>(c);
   if (!onednn_isa().exact_int8) {
-    return run_dequantized(c, quantized_product<OpKind::quantized_conv2d>(c), OpKind::conv2d,
-                           write_attrs(Conv2DAttrs(attrs)), conv_kernel);
+    return run_dequantized(c, p, OpKind::conv2d, write_attrs(Conv2DAttrs(attrs)), conv_kernel);
   }
-  QuantizedLayerState eager;
-  QuantizedLayerState& state = layer_state(c, eager, [&](QuantizedLayerState& found) {
-    found.product = quantized_product<OpKind::quantized_conv2d>(c);
-    found.layer = nullptr;
-    if (c.outputs[0].numel() > 0 && g.in_c > 0) {
-      found.layer =
-          cache.get(layer_key(window_key(c.kind, DType::f32, g), found.product, c.inputs[2]), [&] {
-            return or_loops([&] { return build_quantized_conv(g, found.product, c.inputs[2]); });
-          });
-    }
-  });
-  const QuantizedProduct& p = state.product;
   void* q = quantized_input(c.inputs[0], p);
-  if (state.layer && !state.layer->reference) return run_quantized(c, state, q);
+  std::shared_ptr<const QuantizedPrimitive> layer;
+  if (c.outputs[0].numel() > 0 && g.in_c > 0) {
+    layer = cache.get(layer_key(window_key(c.kind, DType::f32, g), p, c.inputs[2]), [&] {
+      return or_loops([&] { return build_quantized_conv(g, p, c.inputs[2]); });
+    });
+  }
+  if (layer && !layer->reference) return run_quantized(c, *layer, p, q);
   if (p.input_unsigned) return quantized_conv_loops(c, g, p, static_cast<std::uint8_t*>(q));
   quantized_conv_loops(c, g, p, static_cast<std::int8_t*>(q));
 }
 
 void quantized_matmul_kernel(const KernelContext& c) {
   static PrimitiveCache<QuantizedPrimitive> cache(kLayerCacheCapacity);
+  const QuantizedProduct p = quantized_product<OpKind::quantized_matmul>(c);
   if (!onednn_isa().exact_int8) {
-    const QuantizedProduct p = quantized_product<OpKind::quantized_matmul>(c);
     return run_dequantized(
         c, p, OpKind::matmul,
         write_attrs(MatmulAttrs{.fused_relu = p.fused_relu, .fused_add = p.fused_add}),
         matmul_kernel);
   }
+  void* q = quantized_input(c.inputs[0], p);
   const std::int64_t k = c.inputs[2].dim(0);
   const std::int64_t columns = c.inputs[2].dim(1);
   const std::int64_t rows = k == 0 ? 0 : c.inputs[0].numel() / k;
-  QuantizedLayerState eager;
-  QuantizedLayerState& state = layer_state(c, eager, [&](QuantizedLayerState& found) {
-    found.product = quantized_product<OpKind::quantized_matmul>(c);
-    found.layer = nullptr;
-    if (rows > 0 && k > 0 && columns > 0) {
-      found.layer =
-          cache.get(layer_key({static_cast<std::int64_t>(c.kind), rows, k, columns}, found.product,
-                              c.inputs[2]),
-                    [&] {
-                      return or_loops([&] {
-                        return build_quantized_matmul(rows, k, columns, found.product, c.inputs[2]);
-                      });
-                    });
-    }
-  });
-  const QuantizedProduct& p = state.product;
-  void* q = quantized_input(c.inputs[0], p);
-  if (state.layer && !state.layer->reference) {
-    const std::int64_t padded_k = state.layer->padded_k;
-    if (padded_k == 0) return run_quantized(c, state, q);
+  std::shared_ptr<const QuantizedPrimitive> layer;
+  if (rows > 0 && k > 0 && columns > 0) {
+    layer = cache.get(
+        layer_key({static_cast<std::int64_t>(c.kind), rows, k, columns}, p, c.inputs[2]), [&] {
+          return or_loops([&] { return build_quantized_matmul(rows, k, columns, p, c.inputs[2]); });
+        });
+  }
+  if (layer && !layer->reference) {
+    if (layer->padded_k == 0) return run_quantized(c, *layer, p, q);
     const Tensor padded_input =
-        Tensor::zeros({rows, padded_k}, DType::u8, Device::cpu());  // (rows, padded K)
-    strided_copy(padded_input.raw_data(), {padded_k, 1}, q, {k, 1}, {rows, k}, 1);
-    return run_quantized(c, state, padded_input.raw_data());
+        Tensor::zeros({rows, layer->padded_k}, DType::u8, Device::cpu());  // (rows, padded K)
+    strided_copy(padded_input.raw_data(), {layer->padded_k, 1}, q, {k, 1}, {rows, k}, 1);
+    return run_quantized(c, *layer, p, padded_input.raw_data());
   }
   if (p.input_unsigned) return quantized_matmul_loops(c, p, static_cast<std::uint8_t*>(q));
   quantized_matmul_loops(c, p, static_cast<std::int8_t*>(q));

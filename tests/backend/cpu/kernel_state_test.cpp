@@ -154,60 +154,6 @@ TEST_F(KeptKernelState, ProductFollowsMovedOperands) {
                                 state, "both operands in other buffers");
 }
 
-// Integer weights (..., C_out) with values in [-127, 127], and per-channel scales.
-std::vector<Tensor> integer_weights(const Shape& shape, std::uint64_t seed) {
-  const Tensor scales = (random({shape.back()}, seed + 1) + 2.0f) * 0.005f;
-  return {cast(random(shape, seed) * 127.0f, DType::i8), scales};
-}
-
-TEST_F(KeptKernelState, IntegerConvolutionFollowsReplacedConstantsAndScales) {
-  // An int8 model's weights, scales and input scale are constants: the layer found for them stands
-  // while the call gives the same ones, and is found again for others.
-  QuantizedConv2DAttrs options;
-  options.padding = Padding::same;
-  options.fused_relu = true;
-  options.input_unsigned = true;
-  const Attrs attrs = make_op_attrs<K::quantized_conv2d>(options);
-  const Tensor bias = random({32}, 30);
-  const auto inputs = [&](std::uint64_t x_seed, const std::vector<Tensor>& weights, float scale) {
-    return std::vector<Tensor>{(random({1, 7, 7, 16}, x_seed) + 1.0f) * 0.5f,
-                               constant(Tensor::full({}, scale)), constant(weights[0]),
-                               constant(weights[1]), bias};
-  };
-  const std::vector<Tensor> first = integer_weights({3, 3, 16, 32}, 31);
-  const std::vector<Tensor> second = integer_weights({3, 3, 16, 32}, 33);
-  std::unique_ptr<KernelState> state;
-  const std::vector<Tensor> constants = inputs(35, first, 1.0f / 200);
-  expect_kept_run_matches_eager(K::quantized_conv2d, constants, attrs, state, "first");
-  std::vector<Tensor> moved = constants;
-  moved[0] = (random({1, 7, 7, 16}, 36) + 1.0f) * 0.5f;
-  expect_kept_run_matches_eager(K::quantized_conv2d, moved, attrs, state, "another input");
-  expect_kept_run_matches_eager(K::quantized_conv2d, inputs(36, second, 1.0f / 200), attrs, state,
-                                "other constant weights");
-  expect_kept_run_matches_eager(K::quantized_conv2d, inputs(36, second, 1.0f / 100), attrs, state,
-                                "another input scale");
-  std::vector<Tensor> variable = inputs(37, first, 1.0f / 200);
-  variable[3] = first[1] * 2.0f;  // weight scales that are not a constant: found on each call
-  expect_kept_run_matches_eager(K::quantized_conv2d, variable, attrs, state, "variable scales");
-  variable[3] = first[1] * 3.0f;
-  expect_kept_run_matches_eager(K::quantized_conv2d, variable, attrs, state,
-                                "other variable scales");
-}
-
-TEST_F(KeptKernelState, IntegerProductFollowsMovedOperands) {
-  const Attrs attrs = make_op_attrs<K::quantized_matmul>(QuantizedMatmulAttrs{});
-  const std::vector<Tensor> weights = integer_weights({48, 24}, 40);
-  const std::vector<Tensor> constants{constant(Tensor::full({}, 1.0f / 100)), constant(weights[0]),
-                                      constant(weights[1])};
-  std::unique_ptr<KernelState> state;
-  for (std::uint64_t seed = 42; seed < 45; ++seed) {
-    expect_kept_run_matches_eager(
-        K::quantized_matmul,
-        {random({3, 48}, seed), constants[0], constants[1], constants[2], random({24}, 41)}, attrs,
-        state, "input " + std::to_string(seed));
-  }
-}
-
 TEST_F(KeptKernelState, AnotherKernelsStateIsReplaced) {
   // A slot holding another kernel's state (a node whose inputs changed kind) is remade.
   std::unique_ptr<KernelState> state;
