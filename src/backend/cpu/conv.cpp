@@ -236,6 +236,23 @@ memory filter_for_primitive(const FilterReorder& layouts, const Tensor& filter) 
   return chosen;
 }
 
+// A constant filter reordered once into the primitive's layout, in a buffer of Tandem's allocator
+// rather than oneDNN's, so that a large one lies on huge pages (core/allocator.cpp): these are
+// what a batch-1 inference pass streams through.
+struct KeptFilter {
+  Tensor storage;  // (bytes,) u8
+  memory chosen;   // on storage
+};
+
+KeptFilter kept_filter(const FilterReorder& layouts, const Tensor& filter) {
+  KeptFilter kept{Tensor::empty({static_cast<std::int64_t>(layouts.chosen.get_size())}, DType::u8),
+                  memory()};
+  kept.chosen = memory(layouts.chosen, onednn_engine(), kept.storage.raw_data());
+  execute(*layouts.reorder,
+          {{DNNL_ARG_FROM, wrap(layouts.ours, filter)}, {DNNL_ARG_TO, kept.chosen}});
+  return kept;
+}
+
 struct ConvDescs {
   memory::desc x;       // (N, H, W, C_in) as nhwc
   memory::desc y;       // (N, OH, OW, C_out) as nhwc
@@ -283,7 +300,8 @@ struct ConvForward {
 struct ConvForwardState final : KernelState {
   PrimitiveKey key;
   std::shared_ptr<const ConvForward> entry;
-  std::optional<std::uint64_t> constant_filter;  // the constant whose copy args holds
+  std::optional<std::uint64_t> constant_filter;   // the constant whose copy args holds
+  std::shared_ptr<const KeptFilter> kept_filter;  // that copy
   PrimitiveArguments args;
 };
 
@@ -587,12 +605,13 @@ constexpr std::size_t kCacheCapacity = 64;
 // A constant filter (an inference model's: Tensor::is_constant) in the forward primitive's layout,
 // reordered once and kept, keyed by the primitive and the filter; at batch 1 reordering
 // ResNet-50's filters on every call took longer than its convolutions.
-memory constant_forward_filter(const PrimitiveKey& primitive, const ConvForward& entry,
-                               const Tensor& filter) {
-  static PrimitiveCache<memory> constants(512);
+std::shared_ptr<const KeptFilter> constant_forward_filter(const PrimitiveKey& primitive,
+                                                          const ConvForward& entry,
+                                                          const Tensor& filter) {
+  static PrimitiveCache<KeptFilter> constants(512);
   PrimitiveKey key = primitive;
   key.push_back(static_cast<std::int64_t>(filter.id()));
-  return *constants.get(key, [&] { return filter_for_primitive(entry.filter, filter); });
+  return constants.get(key, [&] { return kept_filter(entry.filter, filter); });
 }
 
 // Unrolls the windows of x (N, H, W, C_in) into `patches` (N*OH*OW, KH*KW*C_in): row
@@ -777,6 +796,7 @@ void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
     state.key = key;
     state.args.clear();
     state.constant_filter.reset();
+    state.kept_filter.reset();
   }
   const ConvForward& entry = *state.entry;
   PrimitiveArguments& args = state.args;
@@ -791,7 +811,8 @@ void conv_forward_onednn(const KernelContext& c, const Window2D& g) {
   const Tensor& filter = c.inputs[1];
   if (filter.is_constant() && entry.filter.reorder) {
     if (state.constant_filter != filter.id()) {
-      args.bind(DNNL_ARG_WEIGHTS, constant_forward_filter(key, entry, filter));
+      state.kept_filter = constant_forward_filter(key, entry, filter);
+      args.bind(DNNL_ARG_WEIGHTS, state.kept_filter->chosen);
       state.constant_filter = filter.id();
     }
   } else if (entry.filter.reorder) {
