@@ -78,21 +78,34 @@ std::size_t physical_memory_bytes() {
              : 0;
 }
 
-// A buffer of `size` bytes (at least one huge page) starting on a 2 MiB boundary, its whole
-// huge pages marked for transparent huge pages before anything touches them, so that the kernel
-// backs them with 2 MiB pages where it allows (THP "madvise" or "always"; elsewhere the advice is
-// refused and the buffer keeps 4 KiB pages). Streaming a model's filters from 4 KiB pages costs a
-// TLB miss every 4 KiB, on a VM a two-level page walk: at batch 1 ResNet-50's 112x112 pass took
-// 11.07 ms against 10.61 with its large buffers on huge pages, the kept constant filters among
-// them (bench/RESULTS.md, 2026-12-05, stop 39). Only whole huge pages inside the buffer are
-// advised, so its resident size stays its own.
-constexpr std::size_t kHugePage = 2 * 1024 * 1024;
-void* huge_page_buffer(std::size_t size) {
-  void* data = nullptr;
-  if (posix_memalign(&data, kHugePage, size) != 0) return nullptr;
-  madvise(data, size / kHugePage * kHugePage, MADV_HUGEPAGE);
-  return data;
-}
+// Buffers that start on a 2 MiB boundary, their whole huge pages advised for transparent huge
+// pages (MADV_HUGEPAGE) before anything touches them, so that the kernel backs them with 2 MiB
+// pages where it allows (THP "madvise" or "always"; elsewhere the advice is refused and they keep
+// 4 KiB pages). Only whole huge pages inside a buffer are advised, so its resident size stays its
+// own. Counted in the CPU's ledger.
+class HugePageAllocator final : public Allocator {
+ public:
+  explicit HugePageAllocator(MemoryLedger& ledger) : ledger_(ledger) {}
+  void* allocate(std::size_t nbytes) override {
+    const std::size_t size = nbytes == 0 ? 1 : nbytes;
+    ledger_.reserve(size);
+    void* data = nullptr;
+    if (posix_memalign(&data, kHugePage, size) != 0) {
+      ledger_.release(size);
+      ledger_.refuse(nbytes, "the system refused the allocation");
+    }
+    madvise(data, size / kHugePage * kHugePage, MADV_HUGEPAGE);
+    return data;
+  }
+  void deallocate(void* data, std::size_t nbytes) override {
+    std::free(data);
+    ledger_.release(nbytes == 0 ? 1 : nbytes);
+  }
+
+ private:
+  static constexpr std::size_t kHugePage = 2 * 1024 * 1024;
+  MemoryLedger& ledger_;
+};
 
 class CpuMemory final : public DeviceMemory {
  public:
@@ -111,8 +124,7 @@ class CpuMemory final : public DeviceMemory {
     const std::size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
     const std::size_t size = rounded == 0 ? kCpuAlignment : rounded;
     ledger_.reserve(size);
-    void* data =
-        size >= kHugePage ? huge_page_buffer(size) : std::aligned_alloc(kCpuAlignment, size);
+    void* data = std::aligned_alloc(kCpuAlignment, size);
     if (data == nullptr) {
       ledger_.release(size);
       ledger_.refuse(nbytes, "the system refused the allocation");
@@ -134,15 +146,23 @@ class CpuMemory final : public DeviceMemory {
     if (nbytes) std::memcpy(dst, src, nbytes);
   }
   MemoryLedger& ledger(int) override { return ledger_; }
+  Allocator& huge_pages() { return huge_pages_; }
 
  private:
   MemoryLedger ledger_{Device::cpu()};
+  HugePageAllocator huge_pages_{ledger_};
 };
 
-std::array<std::atomic<DeviceMemory*>, kNumDeviceTypes>& registry() {
+// The CPU's memory, made on first use and kept to the end of the process: storages that static
+// caches hold are freed through it at exit.
+CpuMemory& builtin_cpu_memory() {
   static CpuMemory cpu_memory;
+  return cpu_memory;
+}
+
+std::array<std::atomic<DeviceMemory*>, kNumDeviceTypes>& registry() {
   static_assert(static_cast<int>(DeviceType::cpu) == 0, "the CPU's memory is the first entry");
-  static std::array<std::atomic<DeviceMemory*>, kNumDeviceTypes> memories{&cpu_memory};
+  static std::array<std::atomic<DeviceMemory*>, kNumDeviceTypes> memories{&builtin_cpu_memory()};
   return memories;
 }
 
@@ -178,6 +198,10 @@ std::string bring_up_device(DeviceType type) {
                                     device_type_name(type) + " devices";
   }
   return state.answers[slot];
+}
+
+Allocator& cpu_huge_page_allocator() {
+  return builtin_cpu_memory().huge_pages();
 }
 
 DeviceMemory& device_memory(DeviceType type) {

@@ -60,6 +60,14 @@ class DeviceMemory : public Allocator {
 // Every CPU buffer is 64-byte aligned: whole cache lines, and AVX-512 loads never split.
 inline constexpr std::size_t kCpuAlignment = 64;
 
+// The CPU allocator for large, long-lived buffers a kernel streams on every call (an inference
+// model's reordered filters): each buffer starts on a 2 MiB boundary with its whole huge pages
+// advised for transparent huge pages before first touch, counted in the CPU's ledger. At batch 1
+// a pass streams a model's filters, and from 4 KiB pages that costs a TLB miss (on a VM a
+// two-level page walk) every 4 KiB. Not for activations or data: taking huge pages costs the
+// kernel zeroing and compaction at first touch (a training epoch's data on them ran 0.4 s slower).
+Allocator& cpu_huge_page_allocator();
+
 // The memory of a device type, bringing its backend up on first use (see bring_up_device);
 // throws Error saying why when the type is not usable in this build or on this machine.
 DeviceMemory& device_memory(DeviceType type);

@@ -16,6 +16,7 @@
 #include "backend/cpu/onednn.h"
 #include "backend/cpu/strided_copy.h"
 #include "backend/cpu/window_kernels.h"
+#include "core/huge_pages.h"
 #include "ops/fused.h"
 #include "ops/op_attrs.h"
 #include "tandem/runtime.h"
@@ -236,17 +237,17 @@ memory filter_for_primitive(const FilterReorder& layouts, const Tensor& filter) 
   return chosen;
 }
 
-// A constant filter reordered once into the primitive's layout, in a buffer of Tandem's allocator
-// rather than oneDNN's, so that a large one lies on huge pages (core/allocator.cpp): these are
-// what a batch-1 inference pass streams through.
+// A constant filter reordered once into the primitive's layout, in a buffer on huge pages
+// (core/huge_pages.h) rather than oneDNN's: these are what a batch-1 inference pass streams.
 struct KeptFilter {
   Tensor storage;  // (bytes,) u8
   memory chosen;   // on storage
 };
 
 KeptFilter kept_filter(const FilterReorder& layouts, const Tensor& filter) {
-  KeptFilter kept{Tensor::empty({static_cast<std::int64_t>(layouts.chosen.get_size())}, DType::u8),
-                  memory()};
+  KeptFilter kept{
+      empty_on_huge_pages({static_cast<std::int64_t>(layouts.chosen.get_size())}, DType::u8),
+      memory()};
   kept.chosen = memory(layouts.chosen, onednn_engine(), kept.storage.raw_data());
   execute(*layouts.reorder,
           {{DNNL_ARG_FROM, wrap(layouts.ours, filter)}, {DNNL_ARG_TO, kept.chosen}});

@@ -18,6 +18,7 @@
 
 #include "backend/cpu/avx512.h"
 #include "backend/cpu/loops.h"
+#include "core/huge_pages.h"
 
 namespace tandem::cpu {
 namespace {
@@ -75,7 +76,7 @@ bool streamed_filter_fits(const Window2D& g, DType dtype) {
 Tensor filter_panels(const Window2D& g, const Tensor& filter) {
   const std::int64_t depth = g.window_entries();
   const std::int64_t panels = g.out_c / kPanelWidth;
-  Tensor result = Tensor::empty({panels, depth, kPanelWidth}, DType::f32);
+  Tensor result = empty_on_huge_pages({panels, depth, kPanelWidth}, DType::f32);
   const auto* from = static_cast<const float*>(filter.raw_data());  // (K, C_out)
   auto* to = static_cast<float*>(result.raw_data());                // (C_out / 16, K, 16)
   parallel_for(panels, depth * kPanelWidth, [&](std::int64_t begin, std::int64_t end) {
