@@ -151,13 +151,6 @@ void PrimitiveArguments::bind(int arg, const dnnl::memory& memory) {
   bound_.push_back(Bound{arg, memory, nullptr});
 }
 
-const dnnl::memory* PrimitiveArguments::find(int arg) const {
-  for (const Bound& bound : bound_) {
-    if (bound.arg == arg) return &bound.memory;
-  }
-  return nullptr;
-}
-
 void PrimitiveArguments::clear() {
   bound_.clear();
 }

@@ -70,8 +70,6 @@ class PrimitiveArguments {
   void bind(int arg, const dnnl::memory::desc& desc, const Tensor& tensor);
   // Binds `arg` to a memory object of its own (a reordered constant, a scratch buffer).
   void bind(int arg, const dnnl::memory& memory);
-  // The memory object bound to `arg`, or nullptr.
-  const dnnl::memory* find(int arg) const;
   void clear();
   // Runs `primitive` on the shared stream with these arguments and waits for it.
   void execute(const dnnl::primitive& primitive);
