@@ -52,10 +52,11 @@ Measurement train_once(const Workload& w, bool jit, std::int64_t steps) {
   first_shape[0] = w.batch;
   model.train_on_batch(random_uniform(first_shape, 0.0, 1.0, DType::f32, generator),
                        Tensor::zeros({w.batch}, DType::i32));
-  train::FitOptions options;
-  options.verbose = 0;
-  options.warmup_steps = std::min<std::int64_t>(3, steps / 4);
-  const train::History history = model.fit(x, y, w.batch, 1, 0.0, false, 0, options);
+  const train::History history = model.fit(x, y,
+                                           {.batch_size = w.batch,
+                                            .verbose = 0,
+                                            .shuffle = false,
+                                            .warmup_steps = std::min<std::int64_t>(3, steps / 4)});
   Measurement m;
   m.samples_per_sec = history.samples_per_sec();
   m.step_peak_mib =

@@ -127,8 +127,8 @@ int main(int argc, char** argv) {
     manual_seed(1);
     nn::Model baseline = nn::zoo::build("cnn", {28, 28, 1}, 10);
     compile(baseline, 1e-3);
-    baseline.fit(data.train_images, data.train_labels, settings.batch,
-                 static_cast<int>(settings.epochs));
+    baseline.fit(data.train_images, data.train_labels,
+                 {.batch_size = settings.batch, .epochs = static_cast<int>(settings.epochs)});
     const std::string baseline_dir = settings.out + "/fp32";
     baseline.save(baseline_dir);
     rows.push_back(measure("fp32", baseline, data, float_weight_bytes(baseline), settings));
@@ -137,8 +137,9 @@ int main(int argc, char** argv) {
       // The control: as many more epochs in fp32 as the pruned and QAT models get, at their rate.
       nn::Model model = io::load_model(baseline_dir);
       compile(model, 1e-4);
-      model.fit(data.train_images, data.train_labels, settings.batch,
-                static_cast<int>(settings.fine_tune_epochs));
+      model.fit(
+          data.train_images, data.train_labels,
+          {.batch_size = settings.batch, .epochs = static_cast<int>(settings.fine_tune_epochs)});
       rows.push_back(measure("fp32 fine-tuned", model, data, float_weight_bytes(model), settings));
     }
     const std::int64_t fine_tune_steps =
@@ -155,8 +156,10 @@ int main(int argc, char** argv) {
       nn::Model model = io::load_model(baseline_dir);
       compile(model, 1e-4);
       auto pruned = pruning::prune_low_magnitude(model, options);
-      model.fit(data.train_images, data.train_labels, settings.batch,
-                static_cast<int>(settings.fine_tune_epochs), 0.0, true, 0, {.callbacks = {pruned}});
+      model.fit(data.train_images, data.train_labels,
+                {.batch_size = settings.batch,
+                 .epochs = static_cast<int>(settings.fine_tune_epochs),
+                 .callbacks = {pruned}});
       pruning::strip_pruning(*pruned);
       rows.push_back(measure(name, model, data, float_weight_bytes(model), settings));
     }
@@ -178,8 +181,9 @@ int main(int argc, char** argv) {
       nn::Model model = io::load_model(baseline_dir);
       compile(model, 1e-4);
       quantization::quantize_model(model, calibration);
-      model.fit(data.train_images, data.train_labels, settings.batch,
-                static_cast<int>(settings.fine_tune_epochs));
+      model.fit(
+          data.train_images, data.train_labels,
+          {.batch_size = settings.batch, .epochs = static_cast<int>(settings.fine_tune_epochs)});
       rows.push_back(
           measure("int8 QAT", model, data, quantization::int8_weight_bytes(model), settings));
     }

@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
     monitor_options.writer = board->run_writer();
     auto blocks = std::make_shared<BlockSwitch>(options.block_steps, board, monitor_options);
     blocks->begin();
-    model.fit(training, options.epochs, {.callbacks = {blocks}, .verbose = 0});
+    model.fit(training, {.epochs = options.epochs, .verbose = 0, .callbacks = {blocks}});
 
     // Pairs of adjacent full blocks, one plain and one observed, after the warm-up block.
     std::vector<double> ratios;

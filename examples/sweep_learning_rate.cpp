@@ -57,10 +57,8 @@ int main(int argc, char** argv) {
       // The rung's budget: a fraction of the training images.
       const auto count = static_cast<std::int64_t>(trial.budget * kTraining);
       const data::Pipeline training = scaled(images.take(count).shuffle(count, 1), 64);
-      train::FitOptions fit;
-      fit.validation_data = &validation;
-      fit.verbose = 0;
-      const train::History history = model.fit(training, 3, fit);
+      const train::History history =
+          model.fit(training, {.epochs = 3, .verbose = 0, .validation_data = &validation});
       sweep::Outcome outcome{.history = history.history(), .seconds = history.timed_seconds()};
       for (const auto& [name, values] : history.history())
         outcome.metrics[name] = values.back();

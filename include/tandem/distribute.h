@@ -10,7 +10,7 @@
 //     return m;
 //   }();
 //   dataset.batch(strategy->global_batch_size(32));       // 32 examples per replica
-//   model.fit(dataset, epochs);                           // unchanged
+//   model.fit(dataset, {.epochs = epochs});               // unchanged
 //
 // The rules every strategy follows:
 // - Batches. The dataset yields global batches: global batch = per-replica batch x
@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -403,5 +404,40 @@ class TPU final : public Xla {
   // Why the TPU strategy cannot be used with this inventory ("" when it can be tried).
   static std::string unavailable_reason(const DeviceInventory& inventory);
 };
+
+// ---- Strategies by name, as a run names them ----
+
+struct StrategyOptions {
+  // auto (the best of TPU, several GPUs, one GPU, the CPU, with the reason for each fallback),
+  // cpu, gpu or gpu:N (one GPU), mirrored (every local GPU), multi-worker (one process per
+  // device), xla-cpu, xla-gpu (the whole step compiled by XLA through a PJRT plugin), tpu.
+  std::string name = "auto";
+  // XLA: devices trained on together, one replica each; 0: one (xla-cpu, xla-gpu), every TPU core.
+  int replicas = 0;
+  std::string pjrt_plugin;  // XLA: the plugin file; empty: the one found for the platform
+  // XLA: run eagerly on the platform's device, each op compiled alone, instead of the whole step.
+  bool op_by_op = false;
+  MultiWorkerOptions multi_worker;
+};
+
+// Throws ConfigError ("unknown strategy 'x' for <name>; choose ...") unless `text` names one.
+void check_strategy_name(const std::string& name, const std::string& text);
+
+// The strategy the options ask for. One that cannot run here throws DeviceUnavailable naming the
+// setting and why (auto falls back instead, down to the CPU); settings that do not go together
+// are ConfigError. Settings are named by key (strategy, replicas, pjrt-plugin, jit).
+std::shared_ptr<Strategy> make_strategy(const StrategyOptions& options,
+                                        const SettingName& name = setting_identifier);
+
+// "device: cpu (AMD EPYC 7B13, 2 threads, oneDNN ...)\nstrategy: ...", with the global batch and
+// one line per fallback auto-selection took.
+std::string strategy_summary(const Strategy& strategy, const StrategyOptions& options,
+                             std::int64_t per_replica_batch_size,
+                             const SettingName& name = setting_identifier);
+
+// Why `threads` CPU threads (0: every core) will be slow, when they are more than the hardware
+// threads this process may run on: the extra ones wait on each other at every kernel.
+std::optional<std::string> thread_count_warning(int threads,
+                                                const SettingName& name = setting_identifier);
 
 }  // namespace tandem::distribute

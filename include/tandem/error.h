@@ -2,6 +2,7 @@
 // User-facing errors: bad shapes, bad files, bad arguments, missing devices. The message says
 // what went wrong, with which op/file/argument and shapes, and what to do about it.
 #include <cstddef>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -18,6 +19,24 @@ class InvalidArgument : public Error {
  public:
   using Error::Error;
 };
+
+// A setting the caller chose cannot be used: a field of a run's configuration, a command-line
+// option, a data spec, a key of a run file. The message names the setting as the caller spells
+// it (SettingName) and says what to pass instead. The CLI exits with status 2 for it, as for its
+// own parse errors.
+class ConfigError : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
+
+// How the caller spells one of its settings in a message, given the setting's key (a run file's
+// key: "batch-size", "data", "image-size"): the CLI shows "--batch-size", the C++ library the
+// field of its configuration struct ("batch_size"). Layers below the run layer take one where
+// their messages name a setting, so the same check speaks each caller's language.
+using SettingName = std::function<std::string(const std::string& key)>;
+
+// The default SettingName: the key as an identifier ("batch-size" -> "batch_size").
+std::string setting_identifier(const std::string& key);
 
 class IoError : public Error {
  public:

@@ -52,6 +52,10 @@ Format sniff(const Tensor& bytes);
 // Throws IoError for data that is neither JPEG nor PNG or whose header is corrupt.
 Info read_info(const Tensor& bytes);
 
+// A netpbm grey map (PGM: P2 or P5, 8 or 16 bits a sample, 16-bit ones big-endian) as (H, W, 1)
+// f32 in [0, 1]. Throws IoError naming `what` for a truncated or malformed file.
+Tensor decode_pgm(const std::vector<std::uint8_t>& bytes, const std::string& what);
+
 // (H, W, C) u8. Throws IoError for corrupt or truncated data, naming what libjpeg or libpng
 // said; `what` names the data in the message (a file, a record).
 Tensor decode(const Tensor& bytes, const DecodeOptions& options = {}, const std::string& what = "");

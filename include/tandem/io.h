@@ -17,11 +17,12 @@
 //   auto checkpoints = std::make_shared<io::ModelCheckpoint>("runs/cnn",
 //   io::ModelCheckpointOptions{
 //       .every_steps = 500});
-//   model.fit(data, 10, {.callbacks = {checkpoints}});
+//   model.fit(data, {.epochs = 10, .callbacks = {checkpoints}});
 //   ...after a crash, in a new process, the same model compiled the same way:
 //   const io::CheckpointInfo resume = io::restore_checkpoint("runs/cnn", model);
-//   model.fit(data, 10, {.callbacks = {checkpoints}, .initial_epoch = resume.position.epoch,
-//                        .initial_step = resume.position.batch});
+//   model.fit(data, {.epochs = 10, .callbacks = {checkpoints},
+//                    .initial_epoch = resume.position.epoch, .initial_step =
+//                    resume.position.batch});
 #include <array>
 #include <cstdint>
 #include <map>
@@ -251,6 +252,23 @@ struct KerasModel {
 };
 KerasModel load_keras_model(const std::string& path,
                             const std::optional<Shape>& input_shape = std::nullopt);
+
+// A model to train, from what a run names (tandem train --model, RunConfig::model): a zoo image
+// model (nn::zoo::image_model_names(), built for the data's images and classes), a Keras model
+// description (model.to_json() or a config.json: fresh weights; a .keras file: with its
+// weights) or a folder Model::save wrote (with its weights: training goes on from them).
+struct ModelSource {
+  nn::Model model;                     // built, not compiled
+  bool outputs_probabilities = false;  // it ends in a softmax: the loss takes probabilities
+  std::string description;             // "Keras Sequential 'cnn' from cnn.json (with its weights)"
+};
+// Throws ConfigError, naming the setting (key "model"), when the model does not take images of
+// `image_shape` (H, W, C) or give one output per class.
+ModelSource load_model_source(const std::string& source, const Shape& image_shape,
+                              std::int64_t num_classes,
+                              const SettingName& name = setting_identifier);
+// Throws ConfigError unless `text` is a zoo image model or a path that exists.
+void check_model_source(const std::string& name, const std::string& text);
 
 // Writes a built f32 model as a .keras file that TensorFlow 2.15's tf.keras.models.load_model
 // opens: a zip of metadata.json, config.json (a Functional model of Keras' layers with Tandem's

@@ -399,6 +399,13 @@ void register_layer(const std::string& class_name, LayerFactory factory);
 // Resets the counters behind unique layer names, so the next Dense is "dense" again (like
 // keras.backend.clear_session()).
 void clear_session();
+// The counters themselves: the names handed out so far, per prefix ("dense" -> 3). A training run
+// names its model's layers as a fresh process would (clear_session), so that its checkpoints fit
+// the model of the run that resumes them, in this process or another; it then puts back the
+// program's counters, raised to what the run used, so that names stay unique.
+using LayerNameCounters = std::map<std::string, int>;
+LayerNameCounters layer_name_counters();
+void set_layer_name_counters(const LayerNameCounters& counters);
 
 // ---------------------------------------------------------------------------------------------
 // Functional API.
@@ -493,15 +500,12 @@ class Model {
   // fit's running mean of the epoch's loss (the "loss" log), which checkpoints keep.
   train::Mean& loss_tracker() const;
 
-  // Trains on every batch of `dataset` per epoch.
-  train::History fit(const data::Dataset& dataset, int epochs = 1,
-                     const train::FitOptions& options = {});
-  // Trains on tensors x (N, ...) and y (N, ...): the last validation_split of the examples
-  // (taken before shuffling, as Keras does) are held out for validation; shuffle reorders the
-  // rest every epoch from `seed`.
-  train::History fit(const Tensor& x, const Tensor& y, std::int64_t batch_size = 32, int epochs = 1,
-                     double validation_split = 0.0, bool shuffle = true, std::uint64_t seed = 0,
-                     const train::FitOptions& options = {});
+  // Trains on every batch of `dataset`, options.epochs times: model.fit(dataset, {.epochs = 10}).
+  train::History fit(const data::Dataset& dataset, const train::FitOptions& options = {});
+  // Trains on tensors x (N, ...) and y (N, ...) in batches of options.batch_size (32 unset),
+  // holding out the last options.validation_split of the examples for validation and shuffling
+  // the rest every epoch (options.shuffle, options.seed).
+  train::History fit(const Tensor& x, const Tensor& y, const train::FitOptions& options = {});
 
   // Writes the model to `directory` (created if need be; a saved model there is replaced, any
   // other content refused): the architecture as JSON (model.json) and the weights as

@@ -30,6 +30,7 @@
 
 #include "tandem/data.h"
 #include "tandem/device.h"
+#include "tandem/error.h"
 #include "tandem/pruning.h"
 #include "tandem/spans.h"
 #include "tandem/tensor.h"
@@ -432,5 +433,63 @@ class ProfilerCallback final : public train::Callback {
   bool trace_written_ = false;
   LogGuard trace_guard_{"the profiler's trace"};
 };
+
+// ---- A training run's observers, wired from its settings ----
+
+struct RunObserverOptions {
+  std::string logdir;               // empty: no TensorBoard logs, no monitor
+  std::int64_t log_every = 1;       // batch_ scalars every N steps; 0: per epoch only
+  std::int64_t histogram_freq = 1;  // epochs between histograms; 0: none
+  double monitor_interval = 1.0;    // seconds between the monitor's samples; 0: no monitor
+  bool profile = false;             // time every op of the profiled steps
+  std::int64_t profile_first = 20;  // global steps, from 0, inclusive
+  std::int64_t profile_last = 29;
+  std::string trace_path;  // empty: <logdir>/trace.json, or tandem-trace.json
+  // Print the device every op of the profiled steps ran on, and warn at a fallback.
+  bool log_device_placement = false;
+};
+
+// What a run tells its observers about itself.
+struct RunDescription {
+  HParams hparams;
+  std::string config_text;                  // markdown
+  std::optional<data::Batch> sample_batch;  // images and gradient histograms
+  Device device = Device::cpu();            // the device training is meant to run on
+};
+
+// The callbacks and the monitor of one run, from its settings (named by key in messages:
+// profile-steps).
+class RunObservers {
+ public:
+  RunObservers(const RunObserverOptions& options, RunDescription run,
+               SettingName name = setting_identifier);
+  ~RunObservers();
+  RunObservers(const RunObservers&) = delete;
+  RunObservers& operator=(const RunObservers&) = delete;
+
+  const std::vector<std::shared_ptr<train::Callback>>& callbacks() const { return callbacks_; }
+  // With a logdir: the test results as test_<name> scalars of the run, so TensorBoard's HParams
+  // table can compare runs by them.
+  void log_test_results(const train::Logs& results);
+  // Stops the monitor and prints where the logs and the trace are, the monitor's summary and
+  // (when profiling) the op table.
+  void finish(std::ostream& out);
+  // Where the trace went, or "" when none was written.
+  std::string trace_path() const;
+
+ private:
+  RunObserverOptions options_;
+  SettingName name_;
+  std::shared_ptr<LogGuard> log_guard_;  // the logs in the logdir
+  std::vector<std::shared_ptr<train::Callback>> callbacks_;
+  std::shared_ptr<TensorBoard> tensorboard_;
+  std::unique_ptr<ResourceMonitor> monitor_;
+  std::shared_ptr<Profiler> profiler_;
+  std::shared_ptr<ProfilerCallback> profiler_callback_;
+  std::string trace_path_;
+};
+
+// One line about a monitor's summary: "monitor: 31 samples over 30.2 s: CPU 196% mean ...".
+std::string monitor_summary_line(const ResourceSummary& summary, const std::string& gpu_status);
 
 }  // namespace tandem::observe

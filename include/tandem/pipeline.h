@@ -12,7 +12,8 @@
 //                       .shuffle(10000, /*seed=*/42)
 //                       .batch(32)
 //                       .prefetch(data::kAutotune);
-//   model.fit(training, 10);  // a batched Pipeline is a data::Dataset: "image" -> x, "label" -> y
+//   model.fit(training, {.epochs = 10});  // a batched Pipeline is a data::Dataset: "image" -> x,
+//   "label" -> y
 #include <atomic>
 #include <cstdint>
 #include <functional>

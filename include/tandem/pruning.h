@@ -11,7 +11,7 @@
 //
 //   auto pruning = pruning::prune_low_magnitude(
 //       model, {.schedule = pruning::PolynomialDecay{.final_sparsity = 0.8, .end_step = 2000}});
-//   model.fit(data, epochs, {.callbacks = {pruning}});
+//   model.fit(data, {.epochs = epochs, .callbacks = {pruning}});
 //   pruning::strip_pruning(*pruning);
 #include <cstdint>
 #include <memory>
@@ -119,5 +119,22 @@ std::shared_ptr<Pruning> prune_low_magnitude(nn::Model& model, PruneOptions opti
 
 // TF-MOT's strip_pruning: ends `pruning` (see Pruning::strip).
 void strip_pruning(Pruning& pruning);
+
+// A training run's pruning, as a run configures it (tandem train --prune S ...).
+struct PruningRecipe {
+  double sparsity = 0.0;  // the target, in (0, 1); 0: no pruning
+  // polynomial: from 0 to the target over the first three quarters of the run (TF-MOT's
+  // PolynomialDecay with power 3), then training goes on at the target, to recover; constant:
+  // the target from the first step.
+  std::string schedule = "polynomial";
+  // unstructured, or 2:4 (two of every four weights along the input channels: sparsity 0.5).
+  std::string pattern = "unstructured";
+  std::vector<std::string> layers;  // empty: every Dense and Conv2D
+};
+
+// The pruning callback for a run of `total_steps` steps, masks updated every
+// min(100, total / 20) steps; null when the recipe prunes nothing.
+std::shared_ptr<Pruning> make_pruning(const PruningRecipe& recipe, nn::Model& model,
+                                      std::int64_t total_steps);
 
 }  // namespace tandem::pruning

@@ -21,10 +21,13 @@
 //   auto quantization = quantization::quantize_model(model, calibration_set,
 //                                                    {.calibrator = Calibrator::entropy});
 //   model.evaluate(test_set);          // int8 accuracy after post-training quantisation
-//   model.fit(training_set, 1);        // quantisation-aware training
+//   model.fit(training_set);           // quantisation-aware training
 //   quantization->strip();             // back to float
 #include <cstdint>
+#include <functional>
+#include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,5 +115,35 @@ Int8Kernel quantize_kernel(const Tensor& kernel);
 // unquantised layers) in f32, in the model's order. What an int8 model's size on disk is made of.
 // The model's quantised layers are those of quantized_inputs(model).
 std::vector<std::uint8_t> int8_weight_bytes(const nn::Model& model);
+
+// ---- A training run's quantisation, as a run configures it (tandem train --quantize int8) ----
+
+struct QuantizationRecipe {
+  std::string precision;  // "int8", or empty: no quantisation
+  std::string calibrator = "minmax";
+  std::int64_t calibration_examples = 1024;  // training examples calibrated on
+  // Epochs of quantisation-aware training after calibration, at a tenth of the learning rate.
+  std::int64_t qat_epochs = 0;
+  std::vector<std::string> layers;  // empty: every Dense and Conv2D
+};
+
+// What quantising a trained model did: the calibrated layers and the accuracy before QAT.
+struct QuantizeOutcome {
+  std::shared_ptr<Quantization> quantization;
+  std::optional<double> fp32_test_accuracy;  // the float model's, before quantising
+};
+
+// Compiles the model as the run does, with its optimizer at this constant learning rate.
+using CompileAtRate = std::function<void(double learning_rate)>;
+
+// Quantises `model` (compiled, trained) as the recipe says: post-training calibration on the
+// first examples of `training`, then qat_epochs of quantisation-aware training at a tenth of
+// `learning_rate` (the run's schedule has decayed by then), compiled by `compile`, with
+// `callbacks` (a pruning run's, so its zeros stay). `test`, when there is one, is evaluated in
+// fp32 first. Progress goes to `log` (nullptr: quiet). Nullopt when the recipe quantises nothing.
+std::optional<QuantizeOutcome> quantize_trained_model(
+    const QuantizationRecipe& recipe, nn::Model& model, const data::Dataset& training,
+    const data::Dataset* test, double learning_rate, const CompileAtRate& compile,
+    const std::vector<std::shared_ptr<train::Callback>>& callbacks, std::ostream* log);
 
 }  // namespace tandem::quantization

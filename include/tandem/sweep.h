@@ -24,7 +24,9 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -134,6 +136,40 @@ std::vector<Params> configurations(const std::vector<Axis>& space, const SweepOp
 // failed trial (its message the reason); the sweep goes on.
 Summary run_sweep(const std::vector<Axis>& space, const SweepOptions& options,
                   const std::function<Outcome(const Trial&)>& run_trial);
+
+// ---- Sweep files ----
+//
+//   [sweep]    folder = "runs/lr"  parallel = 2  method = "grid"|"random"  trials = 20
+//              seed = 0  metric = "val_accuracy"  mode = "max"|"min"  threads = 0
+//   [base]     model = "cnn"  epochs = 3  validation-split = 0.1   (a run file's keys)
+//   [space]    lr = [1e-3, 3e-3, 1e-2]  batch-size = [32, 64]
+//              lr = { low = 1e-4, high = 1e-1, scale = "log" }   (random only)
+//   [halving]  rungs = [0.25, 0.5, 1]  reduction = 2  resource = "data"|"epochs"
+
+// The settings a sweep file's [base] and [space] may name: a training run's, keyed as its run
+// files key them, supplied by whoever runs the trials.
+struct SettingKeys {
+  // Whether `key` is a flag (true/false); nullopt for a key that names no setting.
+  std::function<std::optional<bool>(const std::string& key)> is_flag;
+  // Checks a value's text as the run reads it; throws ConfigError saying what is wrong.
+  std::function<void(const std::string& key, const std::string& text)> check;
+  std::vector<std::string> keys;   // every key, for "did you mean"
+  std::set<std::string> reserved;  // set by the sweep for every trial: refused in the file
+  std::string described_as;        // "the long options of 'tandem train' without their dashes ..."
+};
+
+struct SweepFile {
+  std::string path;
+  SweepOptions options;  // folder defaults to the file's path without .toml
+  std::vector<Axis> space;
+  std::vector<std::pair<std::string, std::string>> base;  // key, text ("true" for a flag)
+  std::string resource = "data";                          // halving: data or epochs
+};
+
+// Reads a sweep file. Throws ConfigError naming the file, the line and the key, with the fix.
+SweepFile read_sweep_file(const std::string& path, const SettingKeys& settings);
+// What defines the sweep (SweepOptions::definition): everything but how it runs.
+std::string sweep_definition(const SweepFile& file);
 
 // A self-contained HTML page: the learning curve (options.metric per epoch) of every trial on
 // one chart, and the table.

@@ -28,6 +28,7 @@ namespace tandem::data {
 struct Batch;
 class BatchIterator;
 class Dataset;
+class Pipeline;
 }  // namespace tandem::data
 namespace tandem::nn {
 class Model;
@@ -683,12 +684,26 @@ struct CompileOptions {
 // makes it an error.
 bool default_jit_compile(const Device& device);
 
+// Model::fit's arguments by name, as Keras names them and in Keras' order:
+//   model.fit(dataset, {.epochs = 10, .callbacks = {checkpoints}});
+//   model.fit(x, y, {.batch_size = 64, .epochs = 10, .validation_split = 0.1});
 struct FitOptions {
-  std::vector<std::shared_ptr<Callback>> callbacks;
-  // Evaluated at the end of every epoch; its results appear as val_<name> in the logs.
-  const data::Dataset* validation_data = nullptr;
+  // Tensors only: examples per step (unset: 32, Keras' default). A dataset has its batches
+  // already; giving a batch size with one is an error, as in Keras.
+  std::optional<std::int64_t> batch_size;
+  int epochs = 1;
   // Overrides Model::set_verbose for this call: 0 silent, 1 progress bar, 2 one line per epoch.
   std::optional<int> verbose;
+  std::vector<std::shared_ptr<Callback>> callbacks;
+  // Tensors only: the last fraction of the examples (taken before shuffling, as Keras does) held
+  // out and evaluated at the end of every epoch, as val_<name> in the logs.
+  double validation_split = 0.0;
+  // Evaluated at the end of every epoch; its results appear as val_<name> in the logs.
+  const data::Dataset* validation_data = nullptr;
+  // Tensors only: reorder the training examples every epoch, drawing from `seed`. (A dataset
+  // shuffles as its own pipeline says.)
+  bool shuffle = true;
+  std::uint64_t seed = 0;
   // Steps excluded from History::samples_per_sec; see History for the default.
   std::optional<std::int64_t> warmup_steps;
   // Resuming (Keras' initial_epoch): the epoch to start at, and how many of its batches were
@@ -716,5 +731,28 @@ double last_input_wait_seconds();
 // trial is logged to `log` when given. Throws Error when not even one example fits.
 std::int64_t find_max_batch(std::int64_t first, std::int64_t most,
                             const std::function<bool(std::int64_t)>& fits, std::ostream* log);
+
+// find_max_batch for a training run (tandem train --find-max-batch): each trial trains a fresh
+// model (with its optimizer's slots) for two steps of the run's own input pipeline at that batch
+// size, then the epoch's last partial batch while a pass over the full pipeline holds its
+// buffers, so the data held in memory (the shuffle buffer, the batches made ahead) and a
+// compiled step's plans count as they will in training. Under a memory limit the trials leave 2%
+// of it to what training holds beyond them (the batches the pipeline makes ahead grow as it runs).
+// Call it in the strategy's scope.
+struct MaxBatchSearch {
+  std::int64_t first = 1;     // the run's batch size per replica: the search starts there
+  std::int64_t examples = 0;  // training examples an epoch
+  int replicas = 1;           // the global batch is a batch per replica x replicas
+  int epochs = 1;             // of the run, for the model's learning-rate schedule
+  // The run's training batches at a global batch size: of its whole training split when
+  // `first_examples` is 0, else of its first `first_examples` examples (no validation split).
+  std::function<data::Pipeline(std::int64_t global_batch, std::int64_t first_examples)> input;
+  // A fresh model, compiled as the run compiles it, for `steps` training steps in all.
+  std::function<nn::Model(std::int64_t steps)> model;
+  std::vector<Device> devices;  // whose memory limit the trials lower by 2%
+  std::size_t memory_limit = 0;
+};
+// The largest batch per replica that fits; each trial logged to `log` when given.
+std::int64_t search_max_batch(const MaxBatchSearch& search, std::ostream* log);
 
 }  // namespace tandem::train

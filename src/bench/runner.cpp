@@ -138,7 +138,7 @@ Measured fit_measured(nn::Model& model, Device device, const data::Dataset* warm
   if (warmup != nullptr) {
     train::FitOptions warmup_options = options;
     warmup_options.callbacks.push_back(profile);
-    model.fit(*warmup, 1, warmup_options);
+    model.fit(*warmup, warmup_options);
     options.warmup_steps = 0;
   } else {
     options.callbacks.push_back(profile);
@@ -149,7 +149,8 @@ Measured fit_measured(nn::Model& model, Device device, const data::Dataset* warm
   observe::ResourceMonitor monitor(monitor_options);
   reset_peak_memory(device);
   monitor.start();
-  measured.history = model.fit(timed, epochs, options);
+  options.epochs = epochs;
+  measured.history = model.fit(timed, options);
   monitor.stop();
   measured.peak_memory = memory_info(device).peak;
   measured.resources = monitor.summary();

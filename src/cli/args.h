@@ -11,13 +11,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/parse.h"
+#include "tandem/error.h"
+
 namespace tandem::cli {
 
-// A mistake on the command line; `tandem` prints it on one line and exits with status 2.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// A mistake on the command line, or in a setting it names; `tandem` prints it on one line and
+// exits with status 2. The library's ConfigError: the layers below say the same of a setting.
+using UsageError = ConfigError;
 
 struct OptionSpec {
   std::string name;        // "--epochs"
@@ -64,27 +65,7 @@ class ParsedArgs {
 // positional argument the command does not take. `--help` is always accepted.
 ParsedArgs parse_args(const CommandSpec& command, std::span<const std::string> args);
 
-// The non-empty items of a comma-separated list: "a,,b," -> {"a", "b"}.
-std::vector<std::string> split_list(const std::string& text);
-// An option's comma-separated list, each item trimmed of spaces: "a, b" -> {"a", "b"}; an empty
-// item or an empty list is a UsageError naming the option.
-std::vector<std::string> parse_list(const std::string& option, const std::string& text);
-
-// Typed values; each throws UsageError naming the option, the text and what is expected.
-std::int64_t parse_positive_integer(const std::string& option, const std::string& text);
-std::uint64_t parse_unsigned_integer(const std::string& option, const std::string& text);
-double parse_positive_number(const std::string& option, const std::string& text);
-// A number in [0, 1).
-double parse_fraction(const std::string& option, const std::string& text);
-// The text as given, refusing "" ("--logdir needs a directory, got ''").
-std::string parse_directory(const std::string& option, const std::string& text);
-// A file to write: the text as given, when its directory exists ("--report 'x/r.json': directory
-// /abs/x does not exist; create it or choose another path").
-std::string parse_output_path(const std::string& option, const std::string& text);
-// The text as given, when it is one of `choices`; otherwise "unknown <what> 'x' for --option;
-// choose a, b or c".
-std::string parse_choice(const std::string& option, const std::string& text,
-                         const std::vector<std::string>& choices, const std::string& what);
+// The typed values of core/parse.h (parse_positive_integer, parse_choice, ...) read options.
 
 // One option of a command, declared once: its name, the value it takes, its help line and how
 // its text is read into the command's `Options` (typed and checked, naming the option in every

@@ -5,18 +5,22 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "cli/format.h"
 #include "cli/inference.h"
-#include "cli/precision_options.h"
-#include "cli/strategy_options.h"
 #include "core/files.h"
+#include "core/text.h"
 #include "tandem/bench.h"
 #include "tandem/distribute.h"
 #include "tandem/error.h"
+#include "tandem/run.h"
 
 namespace tandem::cli {
 
 namespace {
+
+// How `tandem bench` names a setting in messages: its option.
+std::string option_name(const std::string& key) {
+  return "--" + key;
+}
 
 int as_int(const std::string& option, const std::string& text) {
   const std::int64_t value = parse_positive_integer(option, text);
@@ -299,7 +303,7 @@ int run_bench(const ParsedArgs& args) {
         std::pair{"--html", &output.html}}) {
     if (!path->empty()) require_writable_destination(*path, option, Destination::file);
   }
-  if (const auto warning = thread_count_warning(options.threads)) {
+  if (const auto warning = distribute::thread_count_warning(options.threads, option_name)) {
     std::cerr << "warning: " << *warning << "\n";
   }
   // What train warns about a precision on the CPU (bf16 without AVX-512 runs on the loops), said
@@ -309,7 +313,7 @@ int run_bench(const ParsedArgs& args) {
                   [](const std::string& device) { return device == "all" || device == "cpu"; });
   for (const std::string& precision : options.precisions) {
     if (!on_cpu || options.inference) break;
-    if (const auto warning = precision_warning(precision, {Device::cpu()})) {
+    if (const auto warning = run::precision_warning(precision, {Device::cpu()}, option_name)) {
       std::cerr << "warning: " << *warning << "\n";
     }
   }

@@ -16,14 +16,14 @@ struct Command {
 const CommandSpec& devices_spec();
 int run_devices(const ParsedArgs& args);
 
+// `tandem train`: a shell over the run layer (src/cli/train.cpp, tandem/run.h).
 const CommandSpec& train_spec();
 int run_train(const ParsedArgs& args);
-// `tandem train`'s options by what they are to a multi-worker run: compared across the workers
-// (they decide the training), or free to differ per worker.
-std::vector<std::string> training_configuration_options();
-const std::vector<std::string>& per_worker_options();
-// Checks one option's value as `tandem train` reads it; throws UsageError saying what is wrong.
-void check_train_option(const std::string& option, const std::string& text);
+// Checks one option's value as `tandem train` reads it, by key ("batch-size" for --batch-size);
+// throws UsageError saying what is wrong.
+void check_train_option(const std::string& key, const std::string& text);
+// Whether `tandem train`'s option of this key is a flag.
+bool is_train_flag(const std::string& key);
 
 // `tandem sweep sweep.toml`: trials of `tandem train` over a space of options (src/cli/sweep.cpp).
 const CommandSpec& sweep_spec();

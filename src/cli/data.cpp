@@ -8,11 +8,11 @@
 #include <set>
 
 #include "cli/commands.h"
-#include "cli/data_formats.h"
-#include "cli/format.h"
 #include "core/files.h"
+#include "core/text.h"
 #include "data/file_io.h"
 #include "data/idx.h"
+#include "tandem/data_spec.h"
 #include "tandem/image.h"
 #include "tandem/pipeline.h"
 #include "tandem/tfrecord.h"
@@ -21,6 +21,8 @@ namespace tandem::cli {
 namespace {
 
 namespace fs = std::filesystem;
+using data::DataKind;
+using data::kind_of_file;
 
 // ---- Reporting ----
 

@@ -4,7 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/format.h"
+#include "cli/json_text.h"
+#include "core/text.h"
 #include "tandem/distribute.h"
 #include "tandem/runtime.h"
 #include "tandem/xla.h"

@@ -11,7 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/format.h"
+#include "cli/json_text.h"
+#include "core/text.h"
 #include "tandem/data.h"
 #include "tandem/distribute.h"
 #include "tandem/runtime.h"

@@ -4,8 +4,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "cli/format.h"
 #include "core/files.h"
+#include "core/text.h"
 #include "tandem/data.h"
 #include "tandem/quantization.h"
 #include "tandem/runtime.h"

@@ -12,7 +12,6 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "cli/observe_options.h"
 #include "tandem/observe.h"
 
 extern char** environ;
@@ -156,7 +155,7 @@ int run_monitor(const ParsedArgs& args) {
   const int status = reap(child);
   running_child.store(0);
   if (!given.quiet) {
-    std::cerr << monitor_summary_line(monitor->summary(), monitor->gpu_status()) << "\n";
+    std::cerr << observe::monitor_summary_line(monitor->summary(), monitor->gpu_status()) << "\n";
   }
   return status;
 }

@@ -18,15 +18,14 @@
 #include <mutex>
 #include <set>
 
-#include <toml++/toml.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/run_file.h"
 #include "core/files.h"
 #include "tandem/bench.h"
 #include "tandem/cuda.h"
 #include "tandem/io.h"
+#include "tandem/run.h"
 #include "tandem/sweep.h"
 
 namespace tandem::cli {
@@ -34,364 +33,41 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// What the sweep sets for every trial itself; a sweep file may not.
-const std::set<std::string>& reserved_options() {
-  static const std::set<std::string> names{"--config",  "--help",           "--logdir",  "--report",
-                                           "--resume",  "--checkpoint-dir", "--threads", "--quiet",
-                                           "--verbose", "--save-model"};
-  return names;
-}
-
-const OptionSpec* train_option(const std::string& option) {
-  for (const OptionSpec& spec : train_spec().options) {
-    if (spec.name == option) return &spec;
-  }
-  return nullptr;
-}
-
-std::vector<std::string> train_option_keys() {
-  std::vector<std::string> keys;
-  for (const OptionSpec& spec : train_spec().options) {
-    if (!reserved_options().contains(spec.name)) keys.push_back(spec.name.substr(2));
-  }
+// What the sweep sets for every trial itself, by key; a sweep file may not.
+const std::set<std::string>& reserved_keys() {
+  static const std::set<std::string> keys{"config",  "help",           "logdir",  "report",
+                                          "resume",  "checkpoint-dir", "threads", "quiet",
+                                          "verbose", "save-model"};
   return keys;
 }
 
-struct SweepFile {
-  std::string path;
-  sweep::SweepOptions options;
-  std::vector<sweep::Axis> space;
-  std::vector<std::pair<std::string, std::string>> base;  // option, text ("true" for a flag)
-  std::string resource = "data";                          // halving: data or epochs
-};
-
-class SweepFileReader {
- public:
-  explicit SweepFileReader(std::string path) : path_(std::move(path)) {}
-
-  SweepFile read() {
-    std::vector<std::uint8_t> bytes;
-    try {
-      bytes = read_whole_file(path_, {.max_bytes = 1 << 20});
-    } catch (const IoError& error) {
-      throw UsageError(error.what());
-    }
-    toml::table document;
-    try {
-      document = toml::parse(std::string(bytes.begin(), bytes.end()), std::string_view(path_));
-    } catch (const toml::parse_error& error) {
-      fail(static_cast<int>(error.source().begin.line),
-           "bad TOML (" + std::string(error.description()) + ", column " +
-               std::to_string(error.source().begin.column) + ")",
-           "see https://toml.io for the syntax");
-    }
-    file_.path = path_;
-    for (const auto& [key, node] : document) {
-      const std::string name(key.str());
-      const int line = static_cast<int>(key.source().begin.line);
-      const toml::table* table = node.as_table();
-      static const std::vector<std::string> sections{"sweep", "base", "space", "halving"};
-      if (table == nullptr || std::find(sections.begin(), sections.end(), name) == sections.end()) {
-        fail(line, "'" + name + "' is not a section of a sweep file" + did_you_mean(name, sections),
-             "the sections are [sweep], [base], [space] and [halving] (tandem sweep --help)");
-      }
-      if (name == "sweep") read_sweep(*table);
-      if (name == "base") read_base(*table);
-      if (name == "halving") read_halving(*table, line);
-    }
-    // The space after [base], so that an option in both is found whatever the order.
-    if (const toml::table* space = document["space"].as_table()) read_space(*space);
-    if (file_.space.empty()) {
-      fail(1, "the sweep varies nothing",
-           "list the options to try in [space], e.g. lr = [1e-3, 1e-2]");
-    }
-    if (file_.options.folder.empty()) {
-      file_.options.folder = (fs::path(path_).parent_path() / fs::path(path_).stem()).string();
-    }
-    if (file_.options.method == sweep::Method::random && file_.options.trials == 0) {
-      fail(1, "a random search needs its number of trials", "add trials = N to [sweep]");
-    }
-    return std::move(file_);
+// The settings of `tandem train` a sweep file names, checked as it checks them.
+sweep::SettingKeys train_setting_keys() {
+  sweep::SettingKeys keys;
+  keys.is_flag = [](const std::string& key) -> std::optional<bool> {
+    if (run::find_setting(key) == nullptr) return std::nullopt;
+    return is_train_flag(key);
+  };
+  keys.check = check_train_option;
+  for (const run::Setting& setting : run::settings()) {
+    if (!reserved_keys().contains(setting.key)) keys.keys.push_back(setting.key);
   }
-
- private:
-  [[noreturn]] void fail(int line, const std::string& problem, const std::string& fix) const {
-    throw UsageError(path_ + ":" + std::to_string(line) + ": " + problem + "; " + fix);
-  }
-
-  static int line_of(const toml::node& node) { return static_cast<int>(node.source().begin.line); }
-
-  std::int64_t integer(const toml::node& node, const std::string& key, std::int64_t low) const {
-    const auto* value = node.as_integer();
-    if (value == nullptr || value->get() < low) {
-      fail(line_of(node), "'" + key + "' must be a whole number of at least " + std::to_string(low),
-           "write " + key + " = " + std::to_string(std::max<std::int64_t>(low, 1)));
-    }
-    return value->get();
-  }
-
-  std::string text(const toml::node& node, const std::string& key,
-                   const std::vector<std::string>& choices = {}) const {
-    const auto* value = node.as_string();
-    if (value == nullptr) fail(line_of(node), "'" + key + "' must be a \"string\"", "quote it");
-    if (!choices.empty() &&
-        std::find(choices.begin(), choices.end(), value->get()) == choices.end()) {
-      std::string listed;
-      for (const std::string& choice : choices)
-        listed += (listed.empty() ? "" : " or ") + choice;
-      fail(line_of(node), "'" + key + "' is \"" + value->get() + "\"", "choose " + listed);
-    }
-    return value->get();
-  }
-
-  void read_sweep(const toml::table& table) {
-    static const std::vector<std::string> keys{"folder", "parallel", "method", "trials",
-                                               "seed",   "metric",   "mode",   "threads"};
-    std::optional<std::string> mode;
-    for (const auto& [key, node] : table) {
-      const std::string name(key.str());
-      if (name == "folder") {
-        file_.options.folder = text(node, name);
-      } else if (name == "parallel") {
-        file_.options.parallel = static_cast<int>(integer(node, name, 1));
-      } else if (name == "method") {
-        file_.options.method = text(node, name, {"grid", "random"}) == "grid"
-                                   ? sweep::Method::grid
-                                   : sweep::Method::random;
-      } else if (name == "trials") {
-        file_.options.trials = integer(node, name, 1);
-      } else if (name == "seed") {
-        file_.options.seed = static_cast<std::uint64_t>(integer(node, name, 0));
-      } else if (name == "metric") {
-        file_.options.metric = text(node, name);
-      } else if (name == "mode") {
-        mode = text(node, name, {"max", "min"});
-      } else if (name == "threads") {
-        file_.options.threads = static_cast<int>(integer(node, name, 0));
-      } else {
-        fail(static_cast<int>(key.source().begin.line),
-             "unknown key 'sweep." + name + "'" + did_you_mean(name, keys),
-             "[sweep] takes folder, parallel, method, trials, seed, metric, mode and threads");
-      }
-    }
-    file_.options.maximize =
-        mode ? *mode == "max" : file_.options.metric.find("loss") == std::string::npos;
-  }
-
-  // A train option's key: known, not one the sweep sets, not given twice.
-  std::string option_of(const std::string& key, int line, const std::string& section) {
-    const std::string option = "--" + key;
-    if (reserved_options().contains(option)) {
-      fail(line, "'" + key + "' in [" + section + "] is set by the sweep for every trial",
-           "remove it (each trial logs, reports and checkpoints into its own folder)");
-    }
-    if (train_option(option) == nullptr) {
-      fail(line,
-           "unknown key '" + section + "." + key + "'" + did_you_mean(key, train_option_keys()),
-           "the keys of [base] and [space] are the long options of 'tandem train' without their "
-           "dashes (tandem train --help)");
-    }
-    if (!given_.insert(option).second) {
-      fail(line, "'" + key + "' is given twice (in [base] and [space]?)", "keep one");
-    }
-    return option;
-  }
-
-  // The option's text for a TOML value, checked as `tandem train` checks it.
-  std::string option_text(const std::string& option, const toml::node& node,
-                          const std::string& written) const {
-    const OptionSpec& spec = *train_option(option);
-    std::string value;
-    if (spec.value_name.empty()) {
-      const auto* flag = node.as_boolean();
-      if (flag == nullptr) {
-        fail(line_of(node), "'" + written + "' is a flag", "write true or false");
-      }
-      return flag->get() ? "true" : "false";
-    }
-    if (const auto* string = node.as_string()) {
-      value = string->get();
-    } else if (const auto* whole = node.as_integer()) {
-      value = std::to_string(whole->get());
-    } else if (const auto* floating = node.as_floating_point()) {
-      value = sweep::value_text(floating->get());
-    } else {
-      fail(line_of(node),
-           "'" + written + "' needs a value (" + option + " " + spec.value_name + ")",
-           "write a number or a \"string\", as on the command line");
-    }
-    try {
-      check_train_option(option, value);
-    } catch (const UsageError& error) {
-      fail(line_of(node), "'" + written + "': " + error.what(), "correct the value in the file");
-    }
-    return value;
-  }
-
-  void read_base(const toml::table& table) {
-    for (const auto& [key, node] : table) {
-      const std::string name(key.str());
-      const std::string option = option_of(name, static_cast<int>(key.source().begin.line), "base");
-      file_.base.emplace_back(option, option_text(option, node, "base." + name));
-    }
-  }
-
-  sweep::Value value_of(const toml::node& node) const {
-    if (const auto* flag = node.as_boolean()) return flag->get();
-    if (const auto* whole = node.as_integer()) return whole->get();
-    if (const auto* floating = node.as_floating_point()) return floating->get();
-    return node.as_string()->get();
-  }
-
-  void read_space(const toml::table& table) {
-    // In the file's order (toml++ keeps keys sorted): the first option varies slowest.
-    std::vector<std::pair<const toml::key*, const toml::node*>> entries;
-    for (const auto& [key, node] : table)
-      entries.emplace_back(&key, &node);
-    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
-      return a.first->source().begin.line < b.first->source().begin.line;
-    });
-    for (const auto& [key_pointer, node_pointer] : entries) {
-      const toml::key& key = *key_pointer;
-      const toml::node& node = *node_pointer;
-      const std::string name(key.str());
-      const int line = static_cast<int>(key.source().begin.line);
-      const std::string option = option_of(name, line, "space");
-      sweep::Axis axis;
-      axis.name = name;
-      if (const toml::array* values = node.as_array()) {
-        if (values->empty())
-          fail(line, "'space." + name + "' lists no values", "give at least one");
-        for (const toml::node& value : *values) {
-          option_text(option, value, "space." + name);
-          axis.values.push_back(value_of(value));
-        }
-      } else if (const toml::table* range = node.as_table()) {
-        axis.range = read_range(*range, "space." + name, line);
-        if (file_.options.method != sweep::Method::random) {
-          fail(line, "'space." + name + "' is a range, which only a random search draws from",
-               "list its values, or set method = \"random\" in [sweep]");
-        }
-        option_text(option, toml::value<double>(axis.range->low), "space." + name + ".low");
-        option_text(option, toml::value<double>(axis.range->high), "space." + name + ".high");
-      } else {
-        fail(line, "'space." + name + "' is neither a list nor a range",
-             "write " + name + " = [a, b, c] or " + name +
-                 " = { low = a, high = b, scale = \"log\" }");
-      }
-      file_.space.push_back(std::move(axis));
-    }
-  }
-
-  sweep::Range read_range(const toml::table& table, const std::string& written, int line) const {
-    sweep::Range range;
-    bool low = false;
-    bool high = false;
-    for (const auto& [key, node] : table) {
-      const std::string name(key.str());
-      const auto number = [&] {
-        if (const auto* value = node.as_floating_point()) return value->get();
-        if (const auto* value = node.as_integer()) return static_cast<double>(value->get());
-        fail(line_of(node), "'" + written + "." + name + "' must be a number", "write a number");
-      };
-      if (name == "low") {
-        range.low = number();
-        low = true;
-      } else if (name == "high") {
-        range.high = number();
-        high = true;
-      } else if (name == "scale") {
-        range.log = text(node, written + ".scale", {"linear", "log"}) == "log";
-      } else if (name == "integer") {
-        const auto* flag = node.as_boolean();
-        if (flag == nullptr)
-          fail(line_of(node), "'" + written + ".integer' is true or false", "fix it");
-        range.integer = flag->get();
-      } else {
-        fail(line_of(node), "unknown key '" + written + "." + name + "'",
-             "a range takes low, high, scale (\"linear\" or \"log\") and integer");
-      }
-    }
-    if (!low || !high || !(range.low < range.high) || (range.log && !(range.low > 0))) {
-      fail(line, "'" + written + "' needs low < high (and low > 0 on a log scale)",
-           "write { low = 1e-4, high = 1e-2, scale = \"log\" }");
-    }
-    return range;
-  }
-
-  void read_halving(const toml::table& table, int line) {
-    sweep::Halving halving;
-    for (const auto& [key, node] : table) {
-      const std::string name(key.str());
-      if (name == "rungs") {
-        const toml::array* rungs = node.as_array();
-        halving.rungs.clear();
-        if (rungs != nullptr) {
-          for (const toml::node& rung : *rungs) {
-            if (const auto* value = rung.as_floating_point()) halving.rungs.push_back(value->get());
-            if (const auto* value = rung.as_integer()) {
-              halving.rungs.push_back(static_cast<double>(value->get()));
-            }
-          }
-        }
-        bool increasing = rungs != nullptr && halving.rungs.size() == rungs->size() &&
-                          !halving.rungs.empty() && halving.rungs.front() > 0 &&
-                          halving.rungs.back() == 1.0;
-        for (std::size_t i = 1; i < halving.rungs.size(); ++i)
-          increasing = increasing && halving.rungs[i] > halving.rungs[i - 1];
-        if (!increasing) {
-          fail(line_of(node), "'halving.rungs' must be fractions of the full budget rising to 1",
-               "write rungs = [0.25, 0.5, 1]");
-        }
-      } else if (name == "reduction") {
-        halving.reduction = static_cast<int>(integer(node, "halving.reduction", 2));
-      } else if (name == "resource") {
-        file_.resource = text(node, "halving.resource", {"data", "epochs"});
-      } else {
-        fail(static_cast<int>(key.source().begin.line), "unknown key 'halving." + name + "'",
-             "[halving] takes rungs, reduction and resource");
-      }
-    }
-    if (file_.resource == "data" && given_.contains("--data-fraction")) {
-      fail(line, "halving on the data sets --data-fraction for each rung",
-           "remove data-fraction from [base]/[space], or set resource = \"epochs\"");
-    }
-    file_.options.halving = halving;
-  }
-
-  std::string path_;
-  SweepFile file_;
-  std::set<std::string> given_;
-};
-
-// What defines the sweep, for refusing a folder of another one: everything but how it runs.
-std::string definition_of(const SweepFile& file) {
-  nlohmann::ordered_json definition;
-  for (const auto& [option, text] : file.base)
-    definition["base"][option] = text;
-  for (const sweep::Axis& axis : file.space) {
-    nlohmann::ordered_json values = nlohmann::ordered_json::array();
-    for (const sweep::Value& value : axis.values)
-      values.push_back(sweep::value_text(value));
-    definition["space"][axis.name] = values;
-    if (axis.range) {
-      definition["space"][axis.name] = {axis.range->low, axis.range->high, axis.range->log,
-                                        axis.range->integer};
-    }
-  }
-  definition["method"] = file.options.method == sweep::Method::grid ? "grid" : "random";
-  definition["trials"] = file.options.trials;
-  definition["seed"] = file.options.seed;
-  definition["metric"] = file.options.metric;
-  definition["maximize"] = file.options.maximize;
-  if (file.options.halving) {
-    definition["halving"] = {file.options.halving->rungs, file.options.halving->reduction,
-                             file.resource};
-  }
-  return definition.dump();
+  keys.reserved = reserved_keys();
+  keys.described_as =
+      "the long options of 'tandem train' without their dashes (tandem train --help)";
+  return keys;
 }
 
 // ---- One trial: a `tandem train` process ----
+
+// A trial's settings by key: the file's [base] under the trial's values of [space].
+std::map<std::string, std::string> trial_settings(const sweep::SweepFile& file,
+                                                  const sweep::Params& params) {
+  std::map<std::string, std::string> settings(file.base.begin(), file.base.end());
+  for (const auto& [name, value] : params)
+    settings[name] = sweep::value_text(value);
+  return settings;
+}
 
 std::string own_executable() {
   std::error_code error;
@@ -473,7 +149,7 @@ sweep::Outcome outcome_of(const std::string& report_path, int threads,
 
 class TrialRunner {
  public:
-  explicit TrialRunner(const SweepFile& file)
+  explicit TrialRunner(const sweep::SweepFile& file)
       : file_(file), program_(own_executable()), prices_(bench::default_prices()) {
     const cuda::Status& gpus = cuda::status();
     gpu_count_ = gpus.available ? static_cast<int>(gpus.devices.size()) : 0;
@@ -509,27 +185,26 @@ class TrialRunner {
  private:
   std::vector<std::string> arguments(const sweep::Trial& trial) const {
     std::vector<std::string> args{"train"};
-    std::map<std::string, std::string> options(file_.base.begin(), file_.base.end());
-    for (const auto& [name, value] : trial.params)
-      options["--" + name] = sweep::value_text(value);
+    std::map<std::string, std::string> options = trial_settings(file_, trial.params);
     if (file_.options.halving && trial.budget < 1.0) {
       if (file_.resource == "data") {
-        options["--data-fraction"] = sweep::value_text(trial.budget);
+        options["data-fraction"] = sweep::value_text(trial.budget);
       } else {
-        const auto epochs = options.contains("--epochs") ? std::stoll(options["--epochs"]) : 10;
-        options["--epochs"] = std::to_string(
+        const auto epochs =
+            options.contains("epochs") ? std::stoll(options["epochs"]) : run::RunConfig{}.epochs;
+        options["epochs"] = std::to_string(
             std::max<long long>(1, std::llround(static_cast<double>(epochs) * trial.budget)));
       }
     }
     // One GPU per trial where there are several.
-    if (gpu_count_ > 1 && !options.contains("--strategy")) {
-      options["--strategy"] = "gpu:" + std::to_string(trial.slot % gpu_count_);
+    if (gpu_count_ > 1 && !options.contains("strategy")) {
+      options["strategy"] = "gpu:" + std::to_string(trial.slot % gpu_count_);
     }
-    for (const auto& [option, text] : options) {
-      if (train_option(option)->value_name.empty()) {
-        if (text == "true") args.push_back(option);
+    for (const auto& [key, text] : options) {
+      if (is_train_flag(key)) {
+        if (text == "true") args.push_back("--" + key);
       } else {
-        args.insert(args.end(), {option, text});
+        args.insert(args.end(), {"--" + key, text});
       }
     }
     return args;
@@ -554,35 +229,24 @@ class TrialRunner {
     std::cout << line << std::endl;
   }
 
-  const SweepFile& file_;
+  const sweep::SweepFile& file_;
   std::string program_;
   bench::PriceTable prices_;
   int gpu_count_ = 0;
   std::mutex print_mutex_;
 };
 
-// The best trial's options as a run file for `tandem train --config`.
-std::string best_run_file(const SweepFile& file, const sweep::Summary& summary) {
+// The best trial's configuration as a run file for `tandem train --config`.
+std::string best_run_file(const sweep::SweepFile& file, const sweep::Summary& summary) {
   const sweep::Result& best = summary.results[*summary.best];
-  std::map<std::string, std::string> options(file.base.begin(), file.base.end());
-  for (const auto& [name, value] : best.trial.params)
-    options["--" + name] = sweep::value_text(value);
-  std::string text = "# The best trial (" + best.trial.id + ", " + summary.options.metric + " " +
-                     sweep::value_text(best.outcome.metrics.at(summary.options.metric)) +
-                     ") of the sweep " + file.path + "; repeat it with: tandem train --config " +
-                     "<this file>\n";
-  for (const auto& [option, value] : options) {
-    const std::string key = option.substr(2);
-    if (train_option(option)->value_name.empty()) {
-      if (value == "true") text += key + " = true\n";
-      continue;
-    }
-    char* end = nullptr;
-    std::strtod(value.c_str(), &end);
-    const bool number = !value.empty() && *end == '\0';
-    text += key + " = " + (number ? value : nlohmann::json(value).dump()) + "\n";
-  }
-  return text;
+  run::RunConfig config;
+  for (const auto& [key, text] : trial_settings(file, best.trial.params))
+    run::set_setting(config, key, text);
+  return run::run_file_text(
+      config, "# The best trial (" + best.trial.id + ", " + summary.options.metric + " " +
+                  sweep::value_text(best.outcome.metrics.at(summary.options.metric)) +
+                  ") of the sweep " + file.path +
+                  "; repeat it with: tandem train --config <this file>\n");
 }
 
 }  // namespace
@@ -619,8 +283,7 @@ int run_sweep(const ParsedArgs& args) {
     throw UsageError("'tandem sweep' takes one sweep file, got " +
                      std::to_string(args.operands().size()));
   }
-  SweepFile file = SweepFileReader(args.operands().front()).read();
-  file.options.definition = definition_of(file);
+  sweep::SweepFile file = sweep::read_sweep_file(args.operands().front(), train_setting_keys());
   file.options.currency = bench::default_prices().currency;
   if (!file.options.metric.starts_with("val_") && !file.options.metric.starts_with("test_")) {
     std::cerr << "warning: the sweep ranks trials by " << file.options.metric
@@ -628,7 +291,7 @@ int run_sweep(const ParsedArgs& args) {
                  "validation-split in [base]) picks what generalises\n";
   }
   const bool validates = std::any_of(file.base.begin(), file.base.end(), [](const auto& option) {
-    return option.first == "--validation-split" || option.first == "--validation-data";
+    return option.first == "validation-split" || option.first == "validation-data";
   });
   if (file.options.metric.starts_with("val_") && !validates) {
     std::cout << "note: " << file.options.metric

@@ -26,7 +26,7 @@ inline constexpr std::uint64_t kDefaultMaxFileBytes = std::uint64_t{4} << 30;  /
 struct ReadFileOptions {
   std::uint64_t max_bytes = kDefaultMaxFileBytes;
   // Said in the message for a missing file, e.g. "it was listed when the pipeline was built".
-  std::string_view context;
+  std::string_view context = {};
 };
 
 // An open file descriptor, closed when the object goes unless released first.

@@ -1,8 +1,10 @@
 #pragma once
 // Small text helpers every layer uses.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tandem {
 
@@ -39,5 +41,18 @@ inline std::string html_escape(std::string_view text) {
   }
   return escaped;
 }
+
+// "47.1 GiB"
+std::string format_bytes(std::int64_t bytes);
+// "1 thread", "2 threads"
+std::string plural(std::int64_t count, const std::string& noun);
+// `value` with `decimals` digits after the point: fixed(0.91234, 4) is "0.9123".
+std::string fixed(double value, int decimals);
+// The shortest text that reads back as `value`: shortest(1e-3) is "0.001".
+std::string shortest(double value);
+// Items joined by `separator`: join({"a", "b"}, ", ") is "a, b".
+std::string join(const std::vector<std::string>& items, const std::string& separator);
+// " (did you mean 'batch-size'?)" for a name within two edits of one of `names`; "" otherwise.
+std::string did_you_mean(const std::string& name, const std::vector<std::string>& names);
 
 }  // namespace tandem

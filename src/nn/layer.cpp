@@ -64,6 +64,18 @@ void clear_session() {
   counters.used.clear();
 }
 
+LayerNameCounters layer_name_counters() {
+  NameCounters& counters = name_counters();
+  std::lock_guard lock(counters.mutex);
+  return counters.used;
+}
+
+void set_layer_name_counters(const LayerNameCounters& used) {
+  NameCounters& counters = name_counters();
+  std::lock_guard lock(counters.mutex);
+  counters.used = used;
+}
+
 // ---- LayerBase ----
 
 LayerBase::LayerBase(const std::string& prefix, const std::string& name)

@@ -3,6 +3,9 @@
 #include <ostream>
 
 #include "tandem/error.h"
+#include "tandem/nn.h"
+#include "tandem/pipeline.h"
+#include "tandem/runtime.h"
 #include "tandem/train.h"
 
 namespace tandem::train {
@@ -53,6 +56,41 @@ std::int64_t find_max_batch(std::int64_t first, std::int64_t most,
     }
   }
   return fitted;
+}
+
+std::int64_t search_max_batch(const MaxBatchSearch& search, std::ostream* log) {
+  auto fits = [&](std::int64_t batch) {
+    const std::int64_t global_batch = batch * search.replicas;
+    try {
+      const data::Pipeline batches = search.input(global_batch, 0);
+      // Compiled or eager as the run will be: a compiled step holds its planned block between
+      // steps, an eager one frees its activations.
+      nn::Model model = search.model(batches.num_batches() * search.epochs);
+      model.fit(batches.take(2), {.verbose = 0});
+      // The epoch's last, partial batch (a compiled step holds a plan per batch shape), while a
+      // pass over the run's pipeline holds its buffers as it will in training.
+      if (const std::int64_t remainder = search.examples % global_batch; remainder > 0) {
+        data::ElementIterator held = batches.start();
+        held.next();
+        model.fit(search.input(global_batch, remainder), {.verbose = 0});
+      }
+      return true;
+    } catch (const OutOfMemory&) {
+      return false;
+    }
+  };
+  const std::size_t limit = search.memory_limit;
+  if (limit > 0) {
+    for (const Device& device : search.devices)
+      set_memory_limit(device, limit / 50 * 49);
+  }
+  const std::int64_t found = find_max_batch(
+      search.first, std::max<std::int64_t>(1, search.examples / search.replicas), fits, log);
+  if (limit > 0) {
+    for (const Device& device : search.devices)
+      set_memory_limit(device, limit);
+  }
+  return found;
 }
 
 }  // namespace tandem::train

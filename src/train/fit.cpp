@@ -358,10 +358,20 @@ bool Model::stop_training() const {
   return state_->stop_training;
 }
 
-train::History Model::fit(const data::Dataset& dataset, int epochs,
-                          const train::FitOptions& options) {
+train::History Model::fit(const data::Dataset& dataset, const train::FitOptions& options) {
   State& state = *state_;
   require_compiled(state, "fit");
+  if (options.batch_size) {
+    throw InvalidArgument(label(state) +
+                          ".fit: batch_size is for tensors; a dataset has its batches already "
+                          "(batch it with the size you want, e.g. Pipeline::batch)");
+  }
+  if (options.validation_split != 0.0) {
+    throw InvalidArgument(label(state) +
+                          ".fit: validation_split is for tensors; split a dataset yourself and "
+                          "give the held-out part as validation_data");
+  }
+  const int epochs = options.epochs;
   if (epochs < 1) {
     throw InvalidArgument(label(state) + ".fit: epochs must be positive, got " +
                           std::to_string(epochs));
@@ -515,11 +525,11 @@ train::History Model::fit(const data::Dataset& dataset, int epochs,
   return *history;
 }
 
-train::History Model::fit(const Tensor& x, const Tensor& y, std::int64_t batch_size, int epochs,
-                          double validation_split, bool shuffle, std::uint64_t seed,
-                          const train::FitOptions& options) {
+train::History Model::fit(const Tensor& x, const Tensor& y, const train::FitOptions& options) {
   State& state = *state_;
   require_examples(state, "fit", x, y);
+  const std::int64_t batch_size = options.batch_size.value_or(32);
+  const double validation_split = options.validation_split;
   require_batch_size(state, "fit", batch_size);
   if (!(validation_split >= 0.0 && validation_split < 1.0)) {
     throw InvalidArgument(label(state) + ".fit: validation_split must be in [0, 1), got " +
@@ -538,13 +548,15 @@ train::History Model::fit(const Tensor& x, const Tensor& y, std::int64_t batch_s
                           " examples leaves an empty training or validation set");
   }
   training->batch(batch_size);
-  if (shuffle) training->shuffle(seed);
+  if (options.shuffle) training->shuffle(options.seed);
   train::FitOptions effective = options;
+  effective.batch_size.reset();
+  effective.validation_split = 0.0;
   if (validation_split > 0.0) {
     validation->batch(batch_size);
     effective.validation_data = validation.get();
   }
-  return fit(*training, epochs, effective);
+  return fit(*training, effective);
 }
 
 train::Logs Model::evaluate(const data::Dataset& dataset) {

@@ -10,7 +10,8 @@
 #include "cli/args.h"
 #include "cli/cli_runner.h"
 #include "cli/commands.h"
-#include "cli/format.h"
+#include "cli/json_text.h"
+#include "tandem/run.h"
 
 namespace tandem::cli {
 namespace {
@@ -226,27 +227,29 @@ TEST(Json, CheckerRejectsMalformedText) {
   EXPECT_TRUE(testing::JsonChecker("[1, -2.5e3, \"x\", null, {\"k\": [true]}]").valid());
 }
 
-// Workers of a multi-worker run compare what decides the training; an option added to `tandem
-// train` later must say which it is, or workers that differ in it would train silently apart.
-TEST(TrainOptions, EveryOptionIsComparedAcrossWorkersOrFreeToDiffer) {
-  const std::vector<std::string> compared = training_configuration_options();
-  const std::vector<std::string>& free = per_worker_options();
-  const auto has = [](const std::vector<std::string>& names, const std::string& name) {
-    return std::find(names.begin(), names.end(), name) != names.end();
-  };
-  for (const OptionSpec& option : train_spec().options) {
-    if (option.name == "--help") continue;
-    EXPECT_NE(has(compared, option.name), has(free, option.name))
-        << option.name << " must be in exactly one of training_configuration (compared) and "
-        << "per_worker_options (free to differ)";
-  }
+// `tandem train` is a shell over the run layer: each of its options but its own two (--config,
+// --report) is a setting of run::RunConfig under the same key, with the setting's value name, and
+// every setting is an option, so nothing the library can do is out of the CLI's reach.
+TEST(TrainOptions, EveryOptionIsASettingOfTheRunAndEverySettingAnOption) {
   std::vector<std::string> options;
-  for (const OptionSpec& option : train_spec().options)
+  for (const OptionSpec& option : train_spec().options) {
     options.push_back(option.name);
-  for (const std::vector<std::string>* names : {&compared, &free}) {
-    for (const std::string& name : *names)
-      EXPECT_TRUE(has(options, name)) << name << " is not an option of tandem train";
+    const std::string key = option.name.substr(2);
+    const run::Setting* setting = run::find_setting(key);
+    if (key == "config" || key == "report") {
+      EXPECT_EQ(setting, nullptr) << key;
+      EXPECT_EQ(option.value_name, "FILE");
+      continue;
+    }
+    ASSERT_NE(setting, nullptr) << option.name << " is no setting of run::RunConfig";
+    EXPECT_EQ(option.value_name, setting->value_name) << option.name;
+    EXPECT_EQ(is_train_flag(key), setting->value_name.empty()) << option.name;
   }
+  for (const run::Setting& setting : run::settings()) {
+    EXPECT_NE(std::find(options.begin(), options.end(), "--" + setting.key), options.end())
+        << setting.key << " is a setting but no option of tandem train";
+  }
+  EXPECT_EQ(options.size(), run::settings().size() + 2);
 }
 
 }  // namespace

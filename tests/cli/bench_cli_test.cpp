@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runner.h"
-#include "cli/precision_options.h"
+#include "tandem/run.h"
 #include "tandem/runtime.h"
 
 namespace tandem::testing {
@@ -93,7 +93,7 @@ TEST(BenchCli, Bf16OnTheCpuIsWarnedAboutWhereItRunsOnTheLoops) {
                                     "--batch-size", "8", "--warmup-steps", "1", "--steps", "1",
                                     "--windows", "1", "--threads", "1", "--estimate", "none"});
   ASSERT_EQ(result.status, 0) << result.err;
-  const std::optional<std::string> warning = cli::precision_warning("bf16", {Device::cpu()});
+  const std::optional<std::string> warning = run::precision_warning("bf16", {Device::cpu()});
   EXPECT_EQ(warning.has_value(), !cpu_kernels().bf16);
   const std::string said = warning ? "warning: " + *warning + "\n" : "--precision bf16 on this CPU";
   EXPECT_EQ(result.err.find(said) != std::string::npos, warning.has_value()) << result.err;

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "cli/cli_runner.h"
+#include "core/text.h"
 #include "tandem/cuda.h"
 #include "tandem/runtime.h"
 
@@ -184,13 +185,22 @@ TEST(Cli, TrainsOnATinyDatasetAndWritesTheReport) {
   EXPECT_EQ(members.at("batch_size"), "16");
   EXPECT_EQ(members.at("threads"), "1");
   EXPECT_EQ(members.at("seed"), "7");
-  const double accuracy = std::stod(members.at("test_accuracy"));
-  EXPECT_GE(accuracy, 0.0);
-  EXPECT_LE(accuracy, 1.0);
-  EXPECT_GT(std::stod(members.at("samples_per_sec")), 0.0);
-  const double input_wait = std::stod(members.at("input_wait_share"));
-  EXPECT_GE(input_wait, 0.0);
-  EXPECT_LE(input_wait, 1.0);
+  // What the CLI prints is what it reports, to the digits it prints (the figures themselves are
+  // the run layer's, tested in tests/run/run_test.cpp).
+  const auto printed = [&](const std::string& label) {
+    const std::size_t at = result.out.find(label);
+    EXPECT_NE(at, std::string::npos) << label << " is not printed: " << result.out;
+    if (at == std::string::npos) return std::string();
+    const std::size_t start = at + label.size();
+    return result.out.substr(start, result.out.find('\n', start) - start);
+  };
+  EXPECT_EQ(printed("test accuracy: "), fixed(std::stod(members.at("test_accuracy")), 4));
+  EXPECT_EQ(printed("test loss: "), fixed(std::stod(members.at("test_loss")), 4));
+  const std::string rate = fixed(std::stod(members.at("samples_per_sec")), 1);
+  expect_contains(result.out, "throughput: " + rate + " samples/s");
+  const std::string wait = fixed(100.0 * std::stod(members.at("input_wait_share")), 1);
+  expect_contains(result.out, "input: " + wait + "% of the step time waiting for batches");
+  expect_contains(result.out, "report: " + report + "\n");
 
   const CliResult quiet = run_cli(
       {"train", "--model", "mlp", "--epochs", "1", "--quiet", "--data-dir", dir.path().string()});

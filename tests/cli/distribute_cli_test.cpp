@@ -6,9 +6,9 @@
 #include <filesystem>
 
 #include "cli/cli_runner.h"
-#include "cli/strategy_options.h"
 #include "support/xla_cpu.h"
 #include "tandem/data.h"
+#include "tandem/distribute.h"
 #include "tandem/xla.h"
 
 namespace tandem::testing {

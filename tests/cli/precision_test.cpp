@@ -2,25 +2,30 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_runner.h"
-#include "cli/precision_options.h"
+#include "core/parse.h"
 #include "tandem/error.h"
+#include "tandem/run.h"
 #include "tandem/runtime.h"
 
 namespace tandem::testing {
 namespace {
 
+// The warnings as the CLI words them.
+std::optional<std::string> precision_warning(const std::string& precision,
+                                             const std::vector<Device>& devices) {
+  return run::precision_warning(precision, devices,
+                                [](const std::string& key) { return "--" + key; });
+}
+
 TEST(PrecisionOptions, MemorySizesParse) {
-  EXPECT_EQ(cli::parse_memory_size("--memory-limit", "512M"), 512u << 20);
-  EXPECT_EQ(cli::parse_memory_size("--memory-limit", "2G"), 2ull << 30);
-  EXPECT_EQ(cli::parse_memory_size("--memory-limit", "1.5GiB"), 3ull << 29);
-  EXPECT_EQ(cli::parse_memory_size("--memory-limit", "64kb"), 64u << 10);
-  EXPECT_EQ(cli::parse_memory_size("--memory-limit", "1000"), 1000u);
+  EXPECT_EQ(parse_memory_size("--memory-limit", "512M"), 512u << 20);
+  EXPECT_EQ(parse_memory_size("--memory-limit", "2G"), 2ull << 30);
+  EXPECT_EQ(parse_memory_size("--memory-limit", "1.5GiB"), 3ull << 29);
+  EXPECT_EQ(parse_memory_size("--memory-limit", "64kb"), 64u << 10);
+  EXPECT_EQ(parse_memory_size("--memory-limit", "1000"), 1000u);
   for (const char* bad : {"", "G", "12X", "-5M", "0", "lots"}) {
-    EXPECT_THROW(cli::parse_memory_size("--memory-limit", bad), cli::UsageError) << bad;
+    EXPECT_THROW(parse_memory_size("--memory-limit", bad), ConfigError) << bad;
   }
-  EXPECT_EQ(cli::policy_name("bf16"), "mixed_bfloat16");
-  EXPECT_EQ(cli::policy_name("fp16"), "mixed_float16");
-  EXPECT_EQ(cli::policy_name("fp32"), "float32");
 }
 
 TEST(PrecisionOptions, BadValuesAreUsageErrors) {
@@ -43,7 +48,7 @@ TEST(PrecisionOptions, TrainsInBf16) {
       << result.out;
   EXPECT_NE(slurp(report).find("\"precision\": \"bf16\""), std::string::npos) << slurp(report);
   // Warned only where oneDNN has no bf16 kernels (a CPU without AVX-512).
-  const std::optional<std::string> warning = cli::precision_warning("bf16", {Device::cpu()});
+  const std::optional<std::string> warning = precision_warning("bf16", {Device::cpu()});
   EXPECT_EQ(result.err.find("warning"), warning ? 0 : std::string::npos) << result.err;
 }
 
@@ -68,8 +73,8 @@ TEST(PrecisionOptions, KeepDenormalsIsSaidAndReported) {
 // Without AVX-512 oneDNN has no bf16 kernels: bf16 runs on the loops, and one line says so and
 // suggests fp32; with it, nothing is said.
 TEST(PrecisionOptions, Bf16WarnsOnlyWhereTheCpuHasNoBf16Kernels) {
-  const std::optional<std::string> warning = cli::precision_warning("bf16", {Device::cpu()});
-  EXPECT_FALSE(cli::precision_warning("bf16", {Device::cuda(0)}));
+  const std::optional<std::string> warning = precision_warning("bf16", {Device::cpu()});
+  EXPECT_FALSE(precision_warning("bf16", {Device::cuda(0)}));
   if (cpu_kernels().bf16) {
     EXPECT_FALSE(warning);
     return;
@@ -83,9 +88,9 @@ TEST(PrecisionOptions, Bf16WarnsOnlyWhereTheCpuHasNoBf16Kernels) {
 // fp16 on the CPU runs the reference loops: one line on stderr says so and suggests bf16 (fp32
 // on a CPU without bf16 kernels).
 TEST(PrecisionOptions, Fp16OnTheCpuWarnsThatItIsSlowAndSuggestsBf16) {
-  EXPECT_FALSE(cli::precision_warning("fp16", {Device::cuda(0)}));
-  EXPECT_FALSE(cli::precision_warning("fp32", {Device::cpu()}));
-  const std::optional<std::string> warning = cli::precision_warning("fp16", {Device::cpu()});
+  EXPECT_FALSE(precision_warning("fp16", {Device::cuda(0)}));
+  EXPECT_FALSE(precision_warning("fp32", {Device::cpu()}));
+  const std::optional<std::string> warning = precision_warning("fp16", {Device::cpu()});
   ASSERT_TRUE(warning);
   EXPECT_NE(warning->find("slower than bf16"), std::string::npos) << *warning;
   // bf16 where the CPU has oneDNN's bf16 kernels (AVX-512), fp32 where not.

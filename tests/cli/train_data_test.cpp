@@ -1,7 +1,8 @@
-// `tandem train --data SPEC` end to end: training from an image folder (with its train/val/test
-// splits and without), from TFRecord files (written by `tandem data convert` and by TensorFlow),
-// from CIFAR-10 batches; augmentations; the saved model's class names; and the mistakes, each a
-// one-line error naming the option or file and the fix.
+// `tandem train --data SPEC` end to end: training from an image folder (the printed data line, the
+// report, the saved model's class names in `tandem predict`), from TFRecord files written by
+// `tandem data convert` and by TensorFlow; and the mistakes, each a one-line error naming the
+// option or file and the fix. What the run does with each kind of data, in process, is
+// tests/run/data_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runner.h"
+#include "data/image_folders.h"
 #include "support/python_env.h"
 #include "tandem/image.h"
 #include "tandem/random.h"
@@ -19,42 +21,6 @@ namespace tandem::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-void save(const fs::path& path, const Tensor& bytes) {
-  fs::create_directories(path.parent_path());
-  const auto* data = static_cast<const std::uint8_t*>(bytes.raw_data());
-  write_file(path.string(), Bytes(data, data + bytes.numel()));
-}
-
-// An RGB image of class "top" (its upper half bright) or "bottom", noisy, of the given size: the
-// classes differ in where the light is, not in how much, as real classes do.
-Tensor class_image(bool top, std::int64_t height, std::int64_t width, std::uint32_t seed) {
-  std::vector<std::uint8_t> pixels(static_cast<std::size_t>(height * width * 3));
-  std::uint32_t state = seed * 2654435761u + 12345u;
-  for (std::size_t i = 0; i < pixels.size(); ++i) {
-    state = state * 1664525u + 1013904223u;
-    const bool upper = static_cast<std::int64_t>(i) < height / 2 * width * 3;
-    pixels[i] = static_cast<std::uint8_t>(10 + (state >> 24) % 60 + (upper == top ? 160 : 0));
-  }
-  return Tensor::from_vector(pixels, {height, width, 3});  // (H, W, 3)
-}
-
-// root/top/*.png|jpg and root/bottom/*: PNGs and JPEGs, most 12x10, every fifth 16x14.
-void write_class_folders(const fs::path& root, int per_class, std::uint32_t seed) {
-  for (const bool top : {true, false}) {
-    for (int i = 0; i < per_class; ++i) {
-      const bool large = i % 5 == 4;
-      const Tensor image = class_image(top, large ? 16 : 12, large ? 14 : 10,
-                                       seed + static_cast<std::uint32_t>(i) + (top ? 0u : 1000u));
-      const fs::path folder = root / (top ? "top" : "bottom");
-      if (i % 2 == 0) {
-        save(folder / ("img" + std::to_string(i) + ".png"), image::encode_png(image));
-      } else {
-        save(folder / ("img" + std::to_string(i) + ".jpg"), image::encode_jpeg(image, 95));
-      }
-    }
-  }
-}
 
 nlohmann::json read_report(const std::string& path) {
   return nlohmann::json::parse(slurp(path));
@@ -94,42 +60,6 @@ TEST(TrainData, TrainsFromAnImageFolderWithTrainValAndTestSplits) {
   expect_contains(predicted.out, "top");
 }
 
-TEST(TrainData, AFlatImageFolderSplitsAtRandomAndHasNoTestSet) {
-  ScratchDir dir;
-  write_class_folders(dir.path() / "flat", 20, 3);
-  const std::string report = dir.file("report.json");
-  const CliResult result = run_cli({"train",
-                                    "--data",
-                                    dir.file("flat"),
-                                    "--model",
-                                    "mlp",
-                                    "--epochs",
-                                    "3",
-                                    "--batch-size",
-                                    "8",
-                                    "--threads",
-                                    "1",
-                                    "--validation-split",
-                                    "0.25",
-                                    "--image-size",
-                                    "8x6",
-                                    "--channels",
-                                    "1",
-                                    "--augment",
-                                    "resized-crop",
-                                    "--report",
-                                    report});
-  ASSERT_EQ(result.status, 0) << result.err;
-  expect_contains(result.out, "30 training, 10 validation, no test images (8, 6, 1)");
-  expect_contains(result.out, "validation accuracy: ");
-  expect_contains(result.out, "test: none (");
-  const nlohmann::json json = read_report(report);
-  EXPECT_TRUE(json.at("test_accuracy").is_null());
-  // Drawn at random, the held-out quarter has both classes (the last quarter of a sorted
-  // folder would be all 'top'): validation accuracy is not that of one class by chance.
-  EXPECT_GE(json.at("history").at("val_accuracy").back().get<double>(), 0.9) << result.out;
-}
-
 TEST(TrainData, TrainsFromTfRecordsThatConvertWrote) {
   ScratchDir dir;
   write_class_folders(dir.path() / "train", 16, 5);
@@ -157,30 +87,6 @@ TEST(TrainData, TrainsFromTfRecordsThatConvertWrote) {
                   "no test images (6, 5, 1)");
 }
 
-TEST(TrainData, TrainsFromCifar10Batches) {
-  ScratchDir dir;
-  Bytes train;
-  Bytes test;
-  for (int i = 0; i < 60; ++i) {
-    Bytes& batch = i < 40 ? train : test;
-    const int label = i % 3;
-    batch.push_back(static_cast<std::uint8_t>(label));
-    batch.insert(batch.end(), 3072, static_cast<std::uint8_t>(40 + 80 * label));
-  }
-  fs::create_directories(dir.path() / "cifar-10-batches-bin");
-  write_file(dir.file("cifar-10-batches-bin/data_batch_1.bin"), train);
-  write_file(dir.file("cifar-10-batches-bin/test_batch.bin"), test);
-  const std::string report = dir.file("report.json");
-  const CliResult result = run_cli({"train", "--data", dir.path().string(), "--model", "mlp",
-                                    "--epochs", "2", "--threads", "1", "--report", report});
-  ASSERT_EQ(result.status, 0) << result.err;
-  expect_contains(result.out, "CIFAR-10 " + dir.file("cifar-10-batches-bin/data_batch_1.bin") +
-                                  ", 10 classes: 40 training, 20 test images (32, 32, 3)");
-  EXPECT_EQ(read_report(report).at("num_classes"), 10);
-}
-
-// Sharded JPEG records as TensorFlow's own tools write them (image/encoded, image/class/label),
-// written by TensorFlow itself.
 TEST(TrainData, TrainsFromTfRecordsThatTensorFlowWrote) {
   TANDEM_REQUIRE_PYTHON_ENV(env, "tfrecord");
   ScratchDir dir;

@@ -45,7 +45,7 @@ TEST(PipelineFit, TrainsAndRecordsTheInputWait) {
                                 .prefetch(data::kAutotune);
   nn::Model model = classifier();
   testing::internal::CaptureStdout();
-  const train::History history = model.fit(training, 8, {.verbose = 0});
+  const train::History history = model.fit(training, {.epochs = 8, .verbose = 0});
   EXPECT_EQ(testing::internal::GetCapturedStdout(), "");
   EXPECT_GT(history.history().at("accuracy").back(), 0.95);
   ASSERT_EQ(history.step_input_wait_seconds().size(), 8u);
@@ -72,9 +72,10 @@ TEST(PipelineFit, AnInputBoundRunEndsWithTheWarningAndTheMostLikelyFix) {
   nn::Model model = classifier();
   std::ostringstream bar;
   testing::internal::CaptureStdout();
-  const train::History history = model.fit(
-      slow, 2,
-      {.callbacks = {std::make_shared<train::ProgressBar>(1, &bar, false)}, .warmup_steps = 2});
+  const train::History history =
+      model.fit(slow, {.epochs = 2,
+                       .callbacks = {std::make_shared<train::ProgressBar>(1, &bar, false)},
+                       .warmup_steps = 2});
   const std::string out = testing::internal::GetCapturedStdout();
   EXPECT_GT(history.input_wait_share(), 0.5);
   EXPECT_NE(out.find("WARNING: training waited for input"), std::string::npos) << out;
@@ -91,8 +92,9 @@ TEST(PipelineFit, AnInputBoundRunEndsWithTheWarningAndTheMostLikelyFix) {
       }});
   testing::internal::CaptureStdout();
   const train::History quiet_history =
-      quiet.fit(Pipeline::from_tensor_slices(two_classes(240)).batch(20).prefetch(4), 2,
-                {.callbacks = {slow_step, std::make_shared<train::ProgressBar>(1, &bar, false)},
+      quiet.fit(Pipeline::from_tensor_slices(two_classes(240)).batch(20).prefetch(4),
+                {.epochs = 2,
+                 .callbacks = {slow_step, std::make_shared<train::ProgressBar>(1, &bar, false)},
                  .warmup_steps = 2});
   EXPECT_EQ(testing::internal::GetCapturedStdout().find("WARNING"), std::string::npos);
   EXPECT_LT(quiet_history.input_wait_share(), 0.10);
@@ -112,8 +114,8 @@ TEST(PipelineFit, SkippedElementsAreReportedAtTheEndOfTheirEpoch) {
   nn::Model model = classifier();
   std::ostringstream bar;
   testing::internal::CaptureStdout();
-  const train::History history =
-      model.fit(lossy, 2, {.callbacks = {std::make_shared<train::ProgressBar>(1, &bar, false)}});
+  const train::History history = model.fit(
+      lossy, {.epochs = 2, .callbacks = {std::make_shared<train::ProgressBar>(1, &bar, false)}});
   const std::string out = testing::internal::GetCapturedStdout();
   EXPECT_EQ(history.skipped_elements(), (std::vector<std::int64_t>{4, 4}));
   EXPECT_NE(out.find("Epoch 1: 4 bad elements skipped; 4 in map(check), e.g. map(check): "

@@ -173,10 +173,7 @@ int run(const Options& options) {
             steps.flush();
           },
   });
-  train::FitOptions fit_options;
-  fit_options.callbacks = {recorder};
-  fit_options.verbose = 0;
-  model.fit(dataset, options.epochs, fit_options);
+  model.fit(dataset, {.epochs = options.epochs, .verbose = 0, .callbacks = {recorder}});
 
   std::ofstream weights(options.out_dir + "/" + name + ".weights", std::ios::binary);
   for (const Tensor& weight : model.weights()) {

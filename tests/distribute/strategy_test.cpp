@@ -231,12 +231,12 @@ TEST(Mirrored, LogicalCpuReplicasTrainLikeOneDeviceOnTheGlobalBatch) {
   // 3 replicas over batches of 10 (4 + 3 + 3 examples), and a last batch of 6 (2 + 2 + 2).
   const data::TensorDataset dataset = make_dataset(46, 10);
   nn::Model single = compiled_model("cnn", nullptr);
-  const train::History reference = single.fit(dataset, 2, {.verbose = 0});
+  const train::History reference = single.fit(dataset, {.epochs = 2, .verbose = 0});
 
   const distribute::Mirrored strategy({Device::cpu(), Device::cpu(), Device::cpu()},
                                       DeviceInventory{});
   nn::Model mirrored = compiled_model("cnn", &strategy);
-  const train::History history = mirrored.fit(dataset, 2, {.verbose = 0});
+  const train::History history = mirrored.fit(dataset, {.epochs = 2, .verbose = 0});
 
   EXPECT_LT(max_difference(single, mirrored), 1e-5);
   // The logs cover the whole global batch, so they match too.
@@ -264,7 +264,7 @@ TEST(Mirrored, BatchNormStatisticsAreTheReplicasWeightedMean) {
   const Tensor y = Tensor::from_vector<std::int32_t>({0, 1, 0, 1}, {4});
   data::TensorDataset dataset(x, y);
   dataset.batch(4);
-  model.fit(dataset, 1, {.verbose = 0});
+  model.fit(dataset, {.epochs = 1, .verbose = 0});
 
   // Replica 0 normalised rows 0-1, replica 1 rows 2-3, each with its own batch statistics; the
   // moving statistics are 0.5 * initial + 0.5 * the mean of the replicas' batch statistics.
@@ -296,10 +296,10 @@ TEST(OneDevice, TrainsLikePlainFit) {
   set_num_threads(1);
   const data::TensorDataset dataset = make_dataset(24, 8);
   nn::Model plain = compiled_model("mlp", nullptr);
-  plain.fit(dataset, 1, {.verbose = 0});
+  plain.fit(dataset, {.epochs = 1, .verbose = 0});
   const distribute::OneDevice strategy(Device::cpu());
   nn::Model placed = compiled_model("mlp", &strategy);
-  placed.fit(dataset, 1, {.verbose = 0});
+  placed.fit(dataset, {.epochs = 1, .verbose = 0});
   EXPECT_EQ(max_difference(plain, placed), 0.0);
   EXPECT_EQ(placed.evaluate(dataset).at("loss"), plain.evaluate(dataset).at("loss"));
 }

@@ -42,7 +42,7 @@ std::vector<double> step_losses(nn::Model& model, const data::Dataset& dataset, 
       .on_train_batch_end = [&](std::int64_t, const train::Logs& logs) {
         losses.push_back(logs.at("loss"));
       }});
-  model.fit(dataset, epochs, {.callbacks = {record}, .verbose = 0});
+  model.fit(dataset, {.epochs = epochs, .verbose = 0, .callbacks = {record}});
   return losses;
 }
 
@@ -180,7 +180,7 @@ TEST(XlaStrategy, ReplicasAverageTheirMovingStatisticsAsMirroredDoes) {
                                     nn::Activation("relu"), nn::Flatten(), nn::Dense(4)}));
     model.compile({.optimizer = train::SGD(0.05),
                    .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true)});
-    model.fit(dataset, 2, {.verbose = 0});
+    model.fit(dataset, {.epochs = 2, .verbose = 0});
     return model;
   };
   const nn::Model reference = train_under(mirrored);
@@ -208,7 +208,7 @@ TEST(XlaStrategy, AStepThatRunsTheDeviceOutOfMemoryIsOutOfMemory) {
   dataset.batch(4096);
   try {
     const AddressSpaceCap cap;
-    model.fit(dataset, 1, {.verbose = 0});
+    model.fit(dataset, {.epochs = 1, .verbose = 0});
     FAIL() << "the step ran";
   } catch (const OutOfMemory& error) {
     const std::string message = error.what();
@@ -236,7 +236,7 @@ TEST(XlaStrategy, ABatchThatDoesNotSplitOverTheReplicasIsAnError) {
     return built;
   }();
   try {
-    model.fit(dataset, 1, {.verbose = 0});
+    model.fit(dataset, {.epochs = 1, .verbose = 0});
     FAIL() << "trained batches of 5 on 2 replicas";
   } catch (const InvalidArgument& error) {
     const std::string message = error.what();
@@ -269,7 +269,7 @@ TEST(XlaStrategy, WeightsComeBackWhenSomethingReadsThem) {
     const distribute::Xla strategy;
     nn::Model model = compiled_model(&strategy);
     auto watcher = std::make_shared<FirstWeightWatcher>(reads);
-    model.fit(dataset, 2, {.callbacks = {watcher}, .verbose = 0});
+    model.fit(dataset, {.epochs = 2, .verbose = 0, .callbacks = {watcher}});
     ASSERT_EQ(watcher->seen.size(), 6u);
     if (reads) {
       EXPECT_NE(watcher->seen[0], watcher->seen[1]);

@@ -37,7 +37,7 @@ train::History checkpointed_run(nn::Model& model, const data::Dataset& dataset,
                                 const std::string& directory, std::int64_t every) {
   auto checkpoints = std::make_shared<io::ModelCheckpoint>(
       directory, io::ModelCheckpointOptions{.every_steps = every, .checkpoint = {.keep_last = 0}});
-  return model.fit(dataset, kEpochs, {.callbacks = {checkpoints}});
+  return model.fit(dataset, {.epochs = kEpochs, .callbacks = {checkpoints}});
 }
 
 TEST(Checkpoint, ResumingFromAnyCheckpointEndsWithTheUninterruptedWeights) {
@@ -52,9 +52,9 @@ TEST(Checkpoint, ResumingFromAnyCheckpointEndsWithTheUninterruptedWeights) {
     SCOPED_TRACE(folder.filename().string());
     nn::Model resumed = testing::small_model();
     const io::CheckpointInfo info = io::restore_checkpoint(folder.string(), resumed);
-    const train::History rest =
-        resumed.fit(*dataset, kEpochs,
-                    {.initial_epoch = info.position.epoch, .initial_step = info.position.batch});
+    const train::History rest = resumed.fit(*dataset, {.epochs = kEpochs,
+                                                       .initial_epoch = info.position.epoch,
+                                                       .initial_step = info.position.batch});
     expect_same_weights(uninterrupted, resumed);
     EXPECT_EQ(resumed.optimizer().iterations(), uninterrupted.optimizer().iterations());
     if (!rest.epochs().empty()) {
@@ -88,8 +88,9 @@ TEST(Checkpoint, GradientAccumulationInProgressSurvivesACheckpoint) {
   const fs::path folder = scratch.path() / "ckpt-0000000004";
   nn::Model resumed = testing::small_model(5, optimizer());
   const io::CheckpointInfo info = io::restore_checkpoint(folder.string(), resumed);
-  resumed.fit(*dataset, kEpochs,
-              {.initial_epoch = info.position.epoch, .initial_step = info.position.batch});
+  resumed.fit(*dataset, {.epochs = kEpochs,
+                         .initial_epoch = info.position.epoch,
+                         .initial_step = info.position.batch});
   expect_same_weights(uninterrupted, resumed);
 }
 
@@ -132,7 +133,7 @@ TEST(Checkpoint, ModelCheckpointWritesAtEpochEndsAndWhereTrainingStops) {
       .on_train_batch_end = [&](std::int64_t batch, const train::Logs&) {
         if (batch == 6) model.set_stop_training(true);
       }});
-  model.fit(*dataset, kEpochs, {.callbacks = {checkpoints, stop}});
+  model.fit(*dataset, {.epochs = kEpochs, .callbacks = {checkpoints, stop}});
   // Stopped in the first epoch after 7 batches: no epoch ended, the stop point is saved.
   ASSERT_EQ(checkpoints->saved().size(), 1u);
   EXPECT_EQ(checkpoints->saved().front(), (io::TrainingPosition{0, 7, 7}));
@@ -141,7 +142,7 @@ TEST(Checkpoint, ModelCheckpointWritesAtEpochEndsAndWhereTrainingStops) {
   ScratchDir epochs;
   nn::Model other = testing::small_model();
   auto every_epoch = std::make_shared<io::ModelCheckpoint>(epochs.path().string());
-  other.fit(*dataset, kEpochs, {.callbacks = {every_epoch}});
+  other.fit(*dataset, {.epochs = kEpochs, .callbacks = {every_epoch}});
   EXPECT_EQ(every_epoch->saved(),
             (std::vector<io::TrainingPosition>{{1, 0, 12}, {2, 0, 24}, {3, 0, 36}}));
   EXPECT_GE(every_epoch->seconds_writing(), 0.0);
@@ -182,7 +183,7 @@ TEST(Checkpoint, AsynchronousAndSynchronousWritesGiveTheSameFiles) {
   ScratchDir sync_dir;
   const auto dataset = testing::small_dataset();
   nn::Model model = testing::small_model();
-  model.fit(*dataset, 1);
+  model.fit(*dataset, {.epochs = 1});
   {
     io::CheckpointManager async(async_dir.path().string(), {.async = true});
     io::CheckpointManager sync(sync_dir.path().string(), {.async = false});
@@ -203,7 +204,7 @@ TEST(Checkpoint, FlippedBytesInAnyFileAreDetected) {
   // data (each data byte is covered alike by the file's CRC-32C; the sampling keeps it fast).
   ScratchDir scratch;
   nn::Model model = testing::small_model();
-  model.fit(*testing::small_dataset(), 1);
+  model.fit(*testing::small_dataset(), {.epochs = 1});
   {
     io::CheckpointManager manager(scratch.path().string(), {.async = false});
     manager.save(model, {1, 0, 12}, {{"loss", 0.5}}, 12, 1);
@@ -311,7 +312,7 @@ TEST(Checkpoint, AModelOfAnotherArchitectureIsRefusedPerTensorAndLeftAlone) {
 TEST(Checkpoint, AnotherOptimizerOrAnUncompiledModelIsRefused) {
   ScratchDir scratch;
   nn::Model model = testing::small_model();
-  model.fit(*testing::small_dataset(), 1);
+  model.fit(*testing::small_dataset(), {.epochs = 1});
   {
     io::CheckpointManager manager(scratch.path().string(), {.async = false});
     manager.save(model, {1, 0, 12}, {}, 12, 1);
@@ -406,16 +407,20 @@ TEST(Checkpoint, AFolderWithoutCheckpointsSaysSo) {
 TEST(Fit, RejectsAResumePositionOutsideTheRun) {
   nn::Model model = testing::small_model();
   const auto dataset = testing::small_dataset();
-  EXPECT_NE(error_of([&] { model.fit(*dataset, 2, {.initial_epoch = 3}); }).find("initial_epoch"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] { model.fit(*dataset, 2, {.initial_step = 13}); }).find("initial_step"),
+  EXPECT_NE(error_of([&] {
+              model.fit(*dataset, {.epochs = 2, .initial_epoch = 3});
+            }).find("initial_epoch"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
-              model.fit(*dataset, 2, {.initial_epoch = 2, .initial_step = 1});
+              model.fit(*dataset, {.epochs = 2, .initial_step = 13});
+            }).find("initial_step"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              model.fit(*dataset, {.epochs = 2, .initial_epoch = 2, .initial_step = 1});
             }).find("initial_step"),
             std::string::npos);
   // initial_epoch == epochs: nothing left to train, and no error.
-  EXPECT_NO_THROW(model.fit(*dataset, 2, {.initial_epoch = 2}));
+  EXPECT_NO_THROW(model.fit(*dataset, {.epochs = 2, .initial_epoch = 2}));
 }
 
 }  // namespace

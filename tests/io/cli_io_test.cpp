@@ -78,8 +78,9 @@ TEST(CliCheckpoints, ResumingAFinishedRunTrainsNothingAndGivesItsModel) {
   const std::vector<io::CheckpointInfo> kept = io::list_checkpoints(checkpoints);
   ASSERT_EQ(kept.size(), 3u);  // --keep-checkpoints defaults to 3
   EXPECT_EQ(kept.back().position, (io::TrainingPosition{2, 0, 16}));
-  EXPECT_EQ(kept.back().config.at("--model"), "mlp");
-  EXPECT_EQ(kept.back().config.at("--deterministic"), "true");
+  // The run's settings by key, as run files spell them.
+  EXPECT_EQ(kept.back().config.at("model"), "mlp");
+  EXPECT_EQ(kept.back().config.at("deterministic"), "true");
 
   const CliResult again = run_cli(
       {"train", "--resume", checkpoints, "--save-model", scratch.file("again"), "--threads", "1"});

@@ -109,18 +109,6 @@ void drain(int inotify) {
   }
 }
 
-// The weights a run saved must equal the uninterrupted run's, bit for bit.
-void expect_same_model(const std::string& expected_dir, const std::string& actual_dir) {
-  const io::Safetensors expected = io::load_safetensors(expected_dir + "/model.safetensors");
-  const io::Safetensors actual = io::load_safetensors(actual_dir + "/model.safetensors");
-  ASSERT_EQ(actual.tensors.size(), expected.tensors.size());
-  for (std::size_t i = 0; i < expected.tensors.size(); ++i) {
-    EXPECT_EQ(actual.tensors[i].first, expected.tensors[i].first);
-    EXPECT_TRUE(testing::same_bits(actual.tensors[i].second, expected.tensors[i].second))
-        << expected.tensors[i].first << " differs from the uninterrupted run";
-  }
-}
-
 // Waits until a staging folder (.tmp-ckpt-...) appears in `directory` or `deadline` passes.
 bool wait_for_checkpoint_write(int inotify, Clock::time_point deadline, Process& process) {
   char buffer[4096];
@@ -223,7 +211,7 @@ TEST(CrashResume, SigkilledRunsResumeToTheWeightsOfAnUninterruptedRun) {
     const int status = run.wait();
     ASSERT_EQ(status, 0) << "run " << runs << " failed:\n" << testing::slurp(log);
     ++finished_runs;
-    expect_same_model(scratch.file("reference_model"), model);
+    testing::expect_same_saved_weights(scratch.file("reference_model"), model);
     if (kills < kKills) {
       fs::remove_all(model);
       for (const auto& entry : fs::directory_iterator(checkpoints))

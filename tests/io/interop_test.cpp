@@ -58,7 +58,7 @@ TEST(Interop, TheSafetensorsPackageReadsCheckpointsWithTheSameValues) {
   TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
   ScratchDir scratch;
   nn::Model model = testing::small_model();
-  model.fit(*testing::small_dataset(), 1);
+  model.fit(*testing::small_dataset(), {.epochs = 1});
   {
     io::CheckpointManager manager(scratch.path().string(), {.async = false});
     manager.save(model, {1, 0, 12}, {}, 12, 1);
@@ -113,7 +113,7 @@ std::vector<std::pair<std::string, nn::Model>> export_models() {
     models.emplace_back(name, nn::zoo::build(name, {28, 28, 1}, 10));
   }
   nn::Model trained = testing::small_model();
-  trained.fit(*testing::small_dataset(), 2);
+  trained.fit(*testing::small_dataset(), {.epochs = 2});
   models.emplace_back("small_trained", std::move(trained));
   models.emplace_back("every_layer", every_layer_model());
   return models;

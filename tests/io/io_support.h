@@ -80,6 +80,20 @@ inline bool same_bits(const Tensor& a, const Tensor& b) {
   return std::memcmp(host_a.raw_data(), host_b.raw_data(), host_a.nbytes()) == 0;
 }
 
+// The weights two saved models (Model::save folders) hold are the same, bit for bit.
+inline void expect_same_saved_weights(const std::string& expected_dir,
+                                      const std::string& actual_dir) {
+  const io::Safetensors expected = io::load_safetensors(expected_dir + "/model.safetensors");
+  const io::Safetensors actual = io::load_safetensors(actual_dir + "/model.safetensors");
+  ASSERT_EQ(actual.tensors.size(), expected.tensors.size());
+  for (std::size_t i = 0; i < expected.tensors.size(); ++i) {
+    EXPECT_EQ(actual.tensors[i].first, expected.tensors[i].first);
+    EXPECT_TRUE(same_bits(actual.tensors[i].second, expected.tensors[i].second))
+        << expected.tensors[i].first << " differs between " << expected_dir << " and "
+        << actual_dir;
+  }
+}
+
 inline void expect_same_weights(const nn::Model& expected, const nn::Model& actual) {
   const std::vector<Tensor> a = expected.weights();
   const std::vector<Tensor> b = actual.weights();

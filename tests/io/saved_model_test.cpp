@@ -155,7 +155,7 @@ TEST(SavedModel, ASmallTransformerEncoderGivesIdenticalPredictionsAfterLoading) 
 TEST(SavedModel, ATrainedModelWithBatchNormStatisticsRoundTrips) {
   ScratchDir scratch;
   nn::Model model = testing::small_model();
-  model.fit(*testing::small_dataset(), 2);
+  model.fit(*testing::small_dataset(), {.epochs = 2});
   model.save(scratch.file("trained"), {"top", "middle", "bottom"});
   nn::Model loaded = load_model(scratch.file("trained"));
   const testing::ImageProblem problem = testing::image_problem(10, 8);

@@ -39,7 +39,7 @@ io::NamedTensors as_pytorch_state_dict(const nn::Model& model) {
 TEST(TorchImport, PyTorchLayoutsLoadToTheSamePredictions) {
   ScratchDir scratch;
   nn::Model source = testing::small_model(4);
-  source.fit(*testing::small_dataset(), 1);  // moving statistics that are not 0 and 1
+  source.fit(*testing::small_dataset(), {.epochs = 1});  // moving statistics that are not 0 and 1
   io::save_safetensors(scratch.file("torch.safetensors"), as_pytorch_state_dict(source),
                        {{"format", "pt"}});
   nn::Model target = testing::small_model(9);

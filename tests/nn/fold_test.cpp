@@ -30,7 +30,7 @@ void expect_same_predictions(Model& original, Model& folded, const Shape& exampl
 
 TEST(FoldBatchNorms, TrainedStatisticsFoldIntoTheConvolutionBefore) {
   Model trained = testing::small_model();  // Conv2D without bias, BN, ReLU, pool, Dense, Dense
-  trained.fit(*testing::small_dataset(), 2);
+  trained.fit(*testing::small_dataset(), {.epochs = 2});
   Model folded = fold_batch_norms(trained);
   EXPECT_EQ(kinds(folded), (std::vector<std::string>{"Conv2D", "Activation", "MaxPooling2D",
                                                      "Flatten", "Dense", "Dense"}));

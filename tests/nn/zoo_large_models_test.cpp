@@ -109,7 +109,7 @@ TEST(Zoo, TransformerEncoderLearnsAToyTask) {
                  .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true),
                  .metrics = {"accuracy"}});
   const double before = model.evaluate(x, y, 64).at("loss");
-  model.fit(x, y, 16, 30, 0.0, true, 1, {.verbose = 0});
+  model.fit(x, y, {.batch_size = 16, .epochs = 30, .verbose = 0, .seed = 1});
   const train::Logs after = model.evaluate(x, y, 64);
   EXPECT_LT(after.at("loss"), 0.5 * before);
   EXPECT_GE(after.at("accuracy"), 0.9);

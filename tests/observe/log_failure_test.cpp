@@ -76,8 +76,9 @@ TEST(LogFailure, AFullLogDiskDuringFitIsReportedOnceAndTrainingGoesOn) {
     Logs logs(folder);
     // The disk under the log folder fills after the first few kilobytes.
     ScopedWriteFault full({.after_bytes = 4096, .error = ENOSPC, .path_prefix = folder});
-    history = run.model.fit(run.images, run.labels, 4, 6, 0.0, true, 1,
-                            {.callbacks = {logs.board}, .verbose = 0});
+    history = run.model.fit(
+        run.images, run.labels,
+        {.batch_size = 4, .epochs = 6, .verbose = 0, .callbacks = {logs.board}, .seed = 1});
     logs.monitor->stop();
     EXPECT_TRUE(logs.guard->stopped());
     EXPECT_FALSE(logs.board->logging());
@@ -101,8 +102,9 @@ TEST(LogFailure, AFullLogDiskAfterTrainingLetsTheRunFinish) {
   ::testing::internal::CaptureStderr();
   {
     Logs logs(folder);
-    run.model.fit(run.images, run.labels, 8, 2, 0.0, true, 1,
-                  {.callbacks = {logs.board}, .verbose = 0});
+    run.model.fit(
+        run.images, run.labels,
+        {.batch_size = 8, .epochs = 2, .verbose = 0, .callbacks = {logs.board}, .seed = 1});
     // Training done; the last writes (the monitor's last sample, the flushes, the closes) meet a
     // full disk, inside stop() and the destructors.
     ScopedWriteFault full({.after_bytes = 0, .error = ENOSPC, .path_prefix = folder});
@@ -144,8 +146,9 @@ TEST(LogFailure, ATraceThatCannotBeWrittenIsAWarningNotTheEndOfTraining) {
   train::History history;
   {
     ScopedWriteFault full({.after_bytes = 10, .error = ENOSPC, .path_prefix = dir.path()});
-    history = run.model.fit(run.images, run.labels, 4, 2, 0.0, true, 1,
-                            {.callbacks = {callback}, .verbose = 0});
+    history = run.model.fit(
+        run.images, run.labels,
+        {.batch_size = 4, .epochs = 2, .verbose = 0, .callbacks = {callback}, .seed = 1});
   }
   const std::string errors = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(history.history().at("loss").size(), 2u);

@@ -108,10 +108,7 @@ observe::ProfileReport profile_cnn(std::int64_t first, std::int64_t last,
                  .jit_compile = jit});
   auto profiler = std::make_shared<Profiler>();
   auto callback = std::make_shared<observe::ProfilerCallback>(profiler, first, last, trace_path);
-  train::FitOptions options;
-  options.callbacks = {callback};
-  options.verbose = 0;
-  model.fit(dataset, 1, options);
+  model.fit(dataset, {.verbose = 0, .callbacks = {callback}});
   EXPECT_TRUE(callback->finished());
   return profiler->report();
 }
@@ -236,7 +233,7 @@ TEST(ProfilerCallback, AWindowPastTheEndOfTrainingProfilesNothing) {
         {.optimizer = "adam", .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true)});
     auto profiler = std::make_shared<Profiler>();
     auto callback = std::make_shared<observe::ProfilerCallback>(profiler, 100, 101);
-    model.fit(dataset, 1, {.callbacks = {callback}, .verbose = 0});
+    model.fit(dataset, {.epochs = 1, .verbose = 0, .callbacks = {callback}});
     EXPECT_FALSE(callback->finished());
     EXPECT_FALSE(profiler->running());
     return profiler->report();

@@ -60,11 +60,9 @@ TEST(TensorBoardCallback, LogsAFitRunInKerasLayout) {
   options.hparams = {{"learning_rate", 0.01}, {"model", std::string("small")}};
   options.config_text = "started by the test";
   auto board = std::make_shared<observe::TensorBoard>(options);
-  train::FitOptions fit;
-  fit.callbacks = {board};
-  fit.validation_data = validation.get();
-  fit.verbose = 0;
-  const train::History history = run.model.fit(*training, 3, fit);
+  const train::History history = run.model.fit(
+      *training,
+      {.epochs = 3, .verbose = 0, .callbacks = {board}, .validation_data = validation.get()});
 
   // Layer names are unique in the process ("conv2d", "conv2d_1", ...).
   const std::vector<Tensor> weights = run.model.weights();  // conv kernel, bias; dense kernel, bias
@@ -150,7 +148,8 @@ TEST(TensorBoardCallback, PerEpochOnlyByDefaultAndNoHistogramsWithoutASampleBatc
   observe::TensorBoardOptions options;
   options.log_dir = dir.path().string();
   auto board = std::make_shared<observe::TensorBoard>(options);
-  run.model.fit(run.images, run.labels, 16, 2, 0.0, true, 1, {.callbacks = {board}, .verbose = 0});
+  run.model.fit(run.images, run.labels,
+                {.batch_size = 16, .epochs = 2, .verbose = 0, .callbacks = {board}, .seed = 1});
   board.reset();
   const std::set<std::string> tags = tags_of(read_summaries(dir.path() / "train"));
   EXPECT_TRUE(tags.contains("epoch_loss"));
@@ -196,7 +195,8 @@ TEST(TensorBoardCallback, TheInputWaitShareShowsAnInputBoundRun) {
   const SlowDataset slow(run.images, run.labels);
   auto board = std::make_shared<observe::TensorBoard>(
       observe::TensorBoardOptions{.log_dir = dir.path().string(), .update_freq = 1});
-  const train::History history = run.model.fit(slow, 1, {.callbacks = {board}, .verbose = 0});
+  const train::History history =
+      run.model.fit(slow, {.epochs = 1, .verbose = 0, .callbacks = {board}});
   board.reset();
   const auto values = read_summaries(dir.path() / "train");
   const auto share = with_tag(values, "epoch_input_wait_share");
@@ -231,10 +231,13 @@ TEST(TensorBoardCallback, ASessionLeftByAnExceptionEndsInFailure) {
     options.log_dir = dir.path().string();
     options.hparams = {{"batch_size", 8.0}};
     auto board = std::make_shared<observe::TensorBoard>(options);
-    EXPECT_THROW(
-        run.model.fit(run.images, run.labels, 8, 1, 0.0, true, 1,
-                      {.callbacks = {board, std::make_shared<FailAtStep>()}, .verbose = 0}),
-        Error);
+    EXPECT_THROW(run.model.fit(run.images, run.labels,
+                               {.batch_size = 8,
+                                .epochs = 1,
+                                .verbose = 0,
+                                .callbacks = {board, std::make_shared<FailAtStep>()},
+                                .seed = 1}),
+                 Error);
   }
   const auto end = with_tag(read_summaries(dir.path()), "_hparams_/session_end_info");
   ASSERT_EQ(end.size(), 1u);

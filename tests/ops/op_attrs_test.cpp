@@ -75,9 +75,7 @@ TEST(OpAttrs, EveryOpOfATrainingStepCarriesExactlyItsDeclaredAttributes) {
                  .metrics = {"accuracy"}});
   AttrKeysObserver observer;
   add_op_observer(&observer);
-  train::FitOptions options;
-  options.verbose = 0;
-  model.fit(dataset, 1, options);
+  model.fit(dataset, {.verbose = 0});
   remove_op_observer(&observer);
   EXPECT_TRUE(observer.mismatches.empty())
       << "first op whose attributes differ from its struct: " << *observer.mismatches.begin();

@@ -114,7 +114,7 @@ TrainingRun train(const ZooCase& c, bool jit, std::int64_t batch) {
             run.losses.push_back(logs.at("loss"));
           }}));
   const data::TensorDataset dataset = training_data(c, batch);
-  model.fit(dataset, 1, options);
+  model.fit(dataset, options);
   for (const Tensor& weight : model.weights())
     run.weights.push_back(weight.clone());
   return run;
@@ -193,7 +193,9 @@ TEST(CompiledFitLossScaling, EqualsEagerAcrossSkippedStepsAndScheduleWindows) {
             .on_train_batch_end = [&](std::int64_t, const train::Logs& logs) {
               result.losses.push_back(logs.at("loss"));
             }}));
-    model.fit(x, y, 4, 1, 0.0, false, 0, options);
+    options.batch_size = 4;
+    options.shuffle = false;
+    model.fit(x, y, options);
     for (const Tensor& weight : model.weights())
       result.weights.push_back(weight.clone());
     result.iterations = scaler->iterations();
@@ -235,7 +237,7 @@ TEST(CompiledFitCache, ALearningRateScheduleNeverRecompilesANewBatchShapeDoesOnc
   const Tensor x = random_uniform({60, 8, 8, 1}, -1.0, 1.0, DType::f32, generator);
   const Tensor y = Tensor::zeros({60}, DType::i32);
   // 60 examples in batches of 16: three full batches and a partial one of 12, twice.
-  model.fit(x, y, 16, 2, 0.0, false, 0, train::FitOptions{.verbose = 0});
+  model.fit(x, y, {.batch_size = 16, .epochs = 2, .verbose = 0, .shuffle = false});
   set_compile_log(nullptr);
   ASSERT_EQ(messages.size(), 1u) << "expected one recompile, for the partial batch";
   EXPECT_NE(messages[0].find("input 0: (16, 8, 8, 1) f32 on cpu -> (12, 8, 8, 1) f32 on cpu"),
@@ -285,7 +287,7 @@ TEST(CompiledFitCache, ADefaultStepThatCannotBeTracedTrainsEagerlyAndSaysSo) {
     nn::Model model = nn::zoo::build("mlp", {8, 8, 1}, 2);
     model.compile({.optimizer = train::Adam(1e-2), .loss = HostClippedLoss(), .jit_compile = jit});
     EXPECT_EQ(model.jit_compiled(), jit.value_or(true));
-    model.fit(x, y, 16, 2, 0.0, false, 0, train::FitOptions{.verbose = 0});
+    model.fit(x, y, {.batch_size = 16, .epochs = 2, .verbose = 0, .shuffle = false});
     std::vector<Tensor> weights;
     for (const Tensor& weight : model.weights())
       weights.push_back(weight.clone());

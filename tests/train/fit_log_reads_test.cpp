@@ -53,7 +53,8 @@ TrainedRun train_with(std::vector<std::shared_ptr<train::Callback>> callbacks,
                  .loss = train::SparseCategoricalCrossentropy(true),
                  .metrics = {"accuracy"}});
   if (recorder) callbacks.push_back(recorder);
-  const train::History history = model.fit(dataset, 2, {.callbacks = callbacks, .verbose = 0});
+  const train::History history =
+      model.fit(dataset, {.epochs = 2, .verbose = 0, .callbacks = callbacks});
   return {history, recorder ? recorder->seen : std::map<std::int64_t, train::Logs>{}};
 }
 

@@ -57,7 +57,8 @@ TEST(Fit, SeparableProblemReachesHighAccuracy) {
   const Problem train_set = blobs(300, 1);
   const Problem test_set = blobs(150, 2);
   nn::Model model = small_classifier();
-  const train::History history = model.fit(train_set.x, train_set.y, 32, 15);
+  const train::History history =
+      model.fit(train_set.x, train_set.y, {.batch_size = 32, .epochs = 15});
   ASSERT_EQ(history.epochs().size(), 15u);
   const std::vector<double>& loss = history.history().at("loss");
   EXPECT_LT(loss.back(), 0.5 * loss.front());
@@ -106,7 +107,7 @@ TEST(Fit, FunctionalResidualModelLearns) {
   ASSERT_EQ(moving.size(), 2u);
   const Tensor moving_mean_before = moving[0].clone();
 
-  const train::History history = model.fit(x, y, 16, 12, 0.0, true, 0, {.verbose = 0});
+  const train::History history = model.fit(x, y, {.batch_size = 16, .epochs = 12, .verbose = 0});
   const std::vector<double>& loss = history.history().at("loss");
   EXPECT_LT(loss.back(), 0.7 * loss.front());
   EXPECT_GT(history.history().at("accuracy").back(), 0.85);
@@ -142,7 +143,7 @@ TEST(Fit, CallbacksRunInKerasOrder) {
   });
   data::TensorDataset dataset(data.x, data.y);
   dataset.batch(2);
-  model.fit(dataset, 2, {.callbacks = {recorder}});
+  model.fit(dataset, {.epochs = 2, .callbacks = {recorder}});
   const std::vector<std::string> expected{
       "train_begin",   "epoch_begin 0", "batch_begin 0", "batch_end 0",   "batch_begin 1",
       "batch_end 1",   "epoch_end 0",   "epoch_begin 1", "batch_begin 0", "batch_end 0",
@@ -155,7 +156,8 @@ TEST(Fit, CallbacksRunInKerasOrder) {
 TEST(Fit, ValidationAddsValEntries) {
   nn::Model model = small_classifier();
   const Problem data = blobs(120, 4);
-  const train::History split = model.fit(data.x, data.y, 16, 2, /*validation_split=*/0.25);
+  const train::History split =
+      model.fit(data.x, data.y, {.batch_size = 16, .epochs = 2, .validation_split = 0.25});
   EXPECT_EQ(split.history().at("val_loss").size(), 2u);
   EXPECT_EQ(split.history().at("val_accuracy").size(), 2u);
   // 90 training examples in batches of 16: 6 steps per epoch.
@@ -165,7 +167,7 @@ TEST(Fit, ValidationAddsValEntries) {
   data::TensorDataset validation(held_out.x, held_out.y);
   validation.batch(10);
   const train::History given =
-      model.fit(data.x, data.y, 16, 1, 0.0, true, 0, {.validation_data = &validation});
+      model.fit(data.x, data.y, {.batch_size = 16, .epochs = 1, .validation_data = &validation});
   EXPECT_NEAR(given.history().at("val_loss")[0], model.evaluate(held_out.x, held_out.y).at("loss"),
               1e-6);
 }
@@ -173,7 +175,8 @@ TEST(Fit, ValidationAddsValEntries) {
 TEST(History, ThroughputExcludesTheWarmUpSteps) {
   nn::Model model = small_classifier();
   const Problem data = blobs(64, 6);
-  const train::History history = model.fit(data.x, data.y, 8, 3, 0.0, true, 0, {.warmup_steps = 5});
+  const train::History history =
+      model.fit(data.x, data.y, {.batch_size = 8, .epochs = 3, .warmup_steps = 5});
   ASSERT_EQ(history.step_seconds().size(), 3u);
   EXPECT_EQ(history.epoch_seconds().size(), 3u);
   double all_seconds = 0;
@@ -199,7 +202,7 @@ TEST(History, ThroughputExcludesTheWarmUpSteps) {
   EXPECT_EQ(train::default_warmup_steps(100), 5);
   EXPECT_EQ(train::default_warmup_steps(19), 0);
   // The default applies when none is given: 24 steps -> 1.
-  EXPECT_EQ(model.fit(data.x, data.y, 8, 3).warmup_steps(), 1);
+  EXPECT_EQ(model.fit(data.x, data.y, {.batch_size = 8, .epochs = 3}).warmup_steps(), 1);
 }
 
 TEST(EarlyStopping, StopsWhenTheMonitorStallsForPatienceEpochs) {
@@ -209,7 +212,7 @@ TEST(EarlyStopping, StopsWhenTheMonitorStallsForPatienceEpochs) {
   auto stopper = std::make_shared<train::EarlyStopping>("loss", /*min_delta=*/1e-6,
                                                         /*patience=*/2);
   const train::History history =
-      model.fit(data.x, data.y, 10, 10, 0.0, true, 0, {.callbacks = {stopper}});
+      model.fit(data.x, data.y, {.batch_size = 10, .epochs = 10, .callbacks = {stopper}});
   // Epoch 0 sets the best; epochs 1 and 2 do not improve; training stops after epoch 2.
   EXPECT_EQ(history.epochs().size(), 3u);
   EXPECT_EQ(stopper->stopped_epoch(), 2);
@@ -230,7 +233,7 @@ TEST(EarlyStopping, RestoresTheBestWeights) {
   });
   // Maximising a falling loss: epoch 0 is the best, epoch 1 ends training and restores it.
   auto stopper = std::make_shared<train::EarlyStopping>("loss", 0.0, 1, "max", true);
-  model.fit(data.x, data.y, 10, 5, 0.0, true, 0, {.callbacks = {snapshot, stopper}});
+  model.fit(data.x, data.y, {.batch_size = 10, .epochs = 5, .callbacks = {snapshot, stopper}});
   EXPECT_EQ(stopper->stopped_epoch(), 1);
   const std::vector<Tensor> weights = model.weights();
   ASSERT_EQ(weights.size(), after_first_epoch.size());
@@ -239,7 +242,7 @@ TEST(EarlyStopping, RestoresTheBestWeights) {
 
   auto missing = std::make_shared<train::EarlyStopping>("val_loss");
   EXPECT_NE(error_of([&] {
-              model.fit(data.x, data.y, 10, 2, 0.0, true, 0, {.callbacks = {missing}});
+              model.fit(data.x, data.y, {.batch_size = 10, .epochs = 2, .callbacks = {missing}});
             }).find("'val_loss' is not in the logs"),
             std::string::npos);
 }
@@ -254,7 +257,7 @@ TEST(LearningRateScheduler, SetsTheRateEachEpoch) {
       .on_epoch_begin =
           [&](int, const train::Logs&) { rates.push_back(model.optimizer().learning_rate()); },
   });
-  model.fit(data.x, data.y, 10, 3, 0.0, true, 0, {.callbacks = {scheduler, probe}});
+  model.fit(data.x, data.y, {.batch_size = 10, .epochs = 3, .callbacks = {scheduler, probe}});
   ASSERT_EQ(rates.size(), 3u);
   EXPECT_DOUBLE_EQ(rates[0], 0.1);
   EXPECT_DOUBLE_EQ(rates[1], 0.2);
@@ -266,7 +269,8 @@ TEST(ProgressBarCallback, PrintsKerasLinesPerEpoch) {
   const Problem data = blobs(40, 10);
   std::ostringstream out;
   auto bar = std::make_shared<train::ProgressBar>(1, &out, /*interactive=*/false);
-  model.fit(data.x, data.y, 10, 2, 0.25, true, 0, {.callbacks = {bar}});
+  model.fit(data.x, data.y,
+            {.batch_size = 10, .epochs = 2, .callbacks = {bar}, .validation_split = 0.25});
   const std::string text = out.str();
   const std::regex line(
       "Epoch 1/2\n3/3 (━){20} \\d+s \\d+(us|ms|s)/step - accuracy: \\d\\.\\d{4} - loss: "
@@ -278,14 +282,18 @@ TEST(ProgressBarCallback, PrintsKerasLinesPerEpoch) {
   model.set_verbose(1);
   std::ostringstream again;
   ::testing::internal::CaptureStdout();
-  model.fit(data.x, data.y, 10, 1, 0.0, true, 0,
-            {.callbacks = {std::make_shared<train::ProgressBar>(1, &again, false)}});
+  model.fit(data.x, data.y,
+            {.batch_size = 10,
+             .epochs = 1,
+             .callbacks = {std::make_shared<train::ProgressBar>(1, &again, false)}});
   EXPECT_EQ(::testing::internal::GetCapturedStdout(), "");
   EXPECT_NE(again.str().find("4/4 "), std::string::npos);
 
   std::ostringstream terse;
-  model.fit(data.x, data.y, 10, 1, 0.0, true, 0,
-            {.callbacks = {std::make_shared<train::ProgressBar>(2, &terse, false)}});
+  model.fit(data.x, data.y,
+            {.batch_size = 10,
+             .epochs = 1,
+             .callbacks = {std::make_shared<train::ProgressBar>(2, &terse, false)}});
   EXPECT_TRUE(std::regex_match(terse.str(),
                                std::regex("Epoch 1/1\n4/4 - \\d+s - \\d+(us|ms|s)/step - accuracy: "
                                           "\\d\\.\\d{4} - loss: \\d\\.\\d{4}\n")))
@@ -302,7 +310,7 @@ TEST(Fit, StopTrainingFromABatchCallbackEndsTheEpochEarly) {
           },
   });
   const train::History history =
-      model.fit(data.x, data.y, 4, 5, 0.0, true, 0, {.callbacks = {stop_after_three}});
+      model.fit(data.x, data.y, {.batch_size = 4, .epochs = 5, .callbacks = {stop_after_three}});
   ASSERT_EQ(history.epochs().size(), 1u);
   EXPECT_EQ(history.step_seconds()[0].size(), 3u);
   EXPECT_EQ(model.optimizer().iterations(), 3);
@@ -323,9 +331,9 @@ TEST(Compile, SharedOptimizerStaysAccessibleAndNamesResolve) {
   probabilities.compile(
       {.optimizer = "adam", .loss = "sparse_categorical_crossentropy", .metrics = {"accuracy"}});
   const train::History history =
-      probabilities.fit(data.x, data.y, 5, 2, 0.0, true, 0, {.verbose = 0});
+      probabilities.fit(data.x, data.y, {.batch_size = 5, .epochs = 2, .verbose = 0});
   EXPECT_TRUE(history.history().contains("accuracy"));
-  model.fit(data.x, data.y, 5, 1, 0.0, true, 0, {.verbose = 0});
+  model.fit(data.x, data.y, {.batch_size = 5, .epochs = 1, .verbose = 0});
   EXPECT_EQ(sgd->iterations(), 4);
   const train::Logs logs = model.evaluate(data.x, data.y);
   EXPECT_TRUE(logs.contains("sparse_categorical_accuracy"));
@@ -363,12 +371,15 @@ TEST(FitErrors, MisuseGivesClearMessages) {
             }).find("has 20 examples but y"),
             std::string::npos);
   data::TensorDataset other(data.x, data.y);
-  EXPECT_NE(error_of([&] {
-              model.fit(data.x, data.y, 4, 1, 0.5, true, 0, {.validation_data = &other});
-            }).find("not both"),
-            std::string::npos);
-  EXPECT_THROW(model.fit(data.x, data.y, 0), InvalidArgument);
-  EXPECT_THROW(model.fit(data.x, data.y, 4, 0), InvalidArgument);
+  EXPECT_NE(
+      error_of([&] {
+        model.fit(
+            data.x, data.y,
+            {.batch_size = 4, .epochs = 1, .validation_split = 0.5, .validation_data = &other});
+      }).find("not both"),
+      std::string::npos);
+  EXPECT_THROW(model.fit(data.x, data.y, {.batch_size = 0}), InvalidArgument);
+  EXPECT_THROW(model.fit(data.x, data.y, {.batch_size = 4, .epochs = 0}), InvalidArgument);
   EXPECT_THROW(model.set_verbose(3), InvalidArgument);
   // Labels that do not fit the outputs: the loss names both shapes.
   const std::string labels = error_of([&] { model.fit(data.x, Tensor::zeros({20, 3})); });

@@ -14,7 +14,7 @@ namespace {
 
 TEST(InferenceModel, PredictsWhatTheModelDoesInBatchesWithAPartialLastOne) {
   nn::Model model = testing::small_model();  // Conv2D, BN, ReLU, MaxPool, Flatten, Dense, Dense
-  model.fit(*testing::small_dataset(), 1);
+  model.fit(*testing::small_dataset(), {.epochs = 1});
   const std::vector<float> weights_before = model.weights()[0].to_vector<float>();
   InferenceModel inference(model);
   EXPECT_FALSE(inference.quantized());
@@ -59,7 +59,7 @@ TEST(InferenceModel, AResidualNetworkPredictsWhatTheModelDoesAtBatchOne) {
 
 TEST(InferenceModel, AQuantisedModelRunsOnTheIntegerKernels) {
   nn::Model model = testing::small_model();
-  model.fit(*testing::small_dataset(), 1);
+  model.fit(*testing::small_dataset(), {.epochs = 1});
   (void)quantization::quantize_model(model, *testing::small_dataset());
   InferenceModel inference(model);
   EXPECT_TRUE(inference.quantized());

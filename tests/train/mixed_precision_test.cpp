@@ -99,7 +99,7 @@ TEST(Policy, MixedBfloat16TrainsLikeFloat32) {
     model.compile({.optimizer = train::Adam(3e-3),
                    .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true),
                    .metrics = {"accuracy"}});
-    model.fit(images, labels, 32, 8, 0.0, true, 2, {.verbose = 0});
+    model.fit(images, labels, {.batch_size = 32, .epochs = 8, .verbose = 0, .seed = 2});
     accuracy[run] = model.evaluate(images, labels, 256).at("accuracy");
   }
   EXPECT_GE(accuracy[0], 0.9);
@@ -189,7 +189,7 @@ TEST(LossScaleOptimizer, CompileWrapsTheOptimizerUnderMixedFloat16) {
   const Tensor y =
       cast(argmax(reshape(slice(x, {0, 0, 0, 0}, {64, 1, 3, 1}), {64, 3}), -1), DType::i32);
   const double before = model.evaluate(x, y, 64).at("loss");
-  model.fit(x, y, 16, 20, 0.0, true, 3, {.verbose = 0});
+  model.fit(x, y, {.batch_size = 16, .epochs = 20, .verbose = 0, .seed = 3});
   EXPECT_LT(model.evaluate(x, y, 64).at("loss"), before);
   for (const Tensor& weight : model.trainable_weights())
     EXPECT_EQ(weight.dtype(), DType::f32);

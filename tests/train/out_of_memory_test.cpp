@@ -18,7 +18,7 @@ TEST(OutOfMemory, FitNamesTheBatchSizeAndTheFixes) {
   // Room for the weights and data, not for a step on 512 images.
   set_memory_limit(Device::cpu(), memory_info(Device::cpu()).held + (16u << 20));
   try {
-    model.fit(images, labels, 512, 1, 0.0, false, 0, {.verbose = 0});
+    model.fit(images, labels, {.batch_size = 512, .epochs = 1, .verbose = 0, .shuffle = false});
     set_memory_limit(Device::cpu(), 0);
     FAIL() << "a step on 512 images fitted in 16 MiB";
   } catch (const OutOfMemory& error) {
@@ -31,7 +31,8 @@ TEST(OutOfMemory, FitNamesTheBatchSizeAndTheFixes) {
     }
   }
   // With the limit lifted the same step trains.
-  EXPECT_NO_THROW(model.fit(images, labels, 512, 1, 0.0, false, 0, {.verbose = 0}));
+  EXPECT_NO_THROW(
+      model.fit(images, labels, {.batch_size = 512, .epochs = 1, .verbose = 0, .shuffle = false}));
 }
 
 }  // namespace

@@ -85,7 +85,7 @@ TEST(Pruning, TrainingKeepsTheSmallestWeightsAtZeroEagerAndCompiled) {
     auto pruning = prune_low_magnitude(
         model, {.schedule = ConstantSparsity{.target_sparsity = 0.5, .frequency = 1}});
     ASSERT_EQ(pruning->weights().size(), 4u);
-    const train::History history = model.fit(*dataset, 3, {.callbacks = {pruning}});
+    const train::History history = model.fit(*dataset, {.epochs = 3, .callbacks = {pruning}});
     EXPECT_EQ(pruning->step(), 36);
     for (const PrunedWeight& pruned : pruning->weights()) {
       SCOPED_TRACE(pruned.layer);
@@ -116,9 +116,9 @@ TEST(Pruning, PolynomialDecayReachesItsFinalSparsity) {
            PolynomialDecay{.final_sparsity = 0.8, .begin_step = 0, .end_step = 24, .frequency = 4},
        .layers = {"conv2d_1", "dense"}});
   ASSERT_EQ(pruning->weights().size(), 2u);
-  model.fit(*dataset, 1, {.callbacks = {pruning}});
+  model.fit(*dataset, {.epochs = 1, .callbacks = {pruning}});
   EXPECT_LT(pruning->target_sparsity(), 0.8) << "12 steps: half way";
-  model.fit(*dataset, 2, {.callbacks = {pruning}});
+  model.fit(*dataset, {.epochs = 2, .callbacks = {pruning}});
   EXPECT_DOUBLE_EQ(pruning->target_sparsity(), 0.8);
   EXPECT_NEAR(pruning->sparsity("conv2d_1"), 0.8, 0.002);
   EXPECT_NEAR(pruning->sparsity(), 0.8, 0.002);
@@ -134,7 +134,7 @@ TEST(Pruning, TwoOfFourLeavesTwoOfEveryFourInputChannels) {
   ASSERT_EQ(pruning->skipped().size(), 1u);
   EXPECT_NE(pruning->skipped().front().find("conv2d: its 1 input channels do not come in fours"),
             std::string::npos);
-  model.fit(*dataset, 2, {.callbacks = {pruning}});
+  model.fit(*dataset, {.epochs = 2, .callbacks = {pruning}});
   for (const PrunedWeight& pruned : pruning->weights()) {
     SCOPED_TRACE(pruned.layer);
     const Shape& shape = pruned.weight.shape();
@@ -168,12 +168,12 @@ TEST(Pruning, StripPruningEndsItAndKeepsTheZeros) {
   auto pruning = prune_low_magnitude(
       model,
       {.schedule = ConstantSparsity{.target_sparsity = 0.5, .frequency = 1}, .layers = {"dense"}});
-  model.fit(*dataset, 1, {.callbacks = {pruning}});
+  model.fit(*dataset, {.epochs = 1, .callbacks = {pruning}});
   const std::int64_t pruned = zeros(model.get_layer("dense").weights().front());
   strip_pruning(*pruning);
   EXPECT_TRUE(pruning->stripped());
   EXPECT_EQ(zeros(model.get_layer("dense").weights().front()), pruned) << "the zeros stay";
-  model.fit(*dataset, 1, {.callbacks = {pruning}});
+  model.fit(*dataset, {.epochs = 1, .callbacks = {pruning}});
   EXPECT_LT(zeros(model.get_layer("dense").weights().front()), pruned)
       << "after strip_pruning the optimizer moves every weight";
 }

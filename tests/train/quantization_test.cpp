@@ -180,10 +180,10 @@ std::vector<Tensor> quantization_aware_training(bool jit) {
                  .jit_compile = jit});
   model.set_verbose(0);
   // A float step first: the quantised step must not reuse its compiled graph.
-  model.fit(*testing::small_dataset(), 1);
+  model.fit(*testing::small_dataset(), {.epochs = 1});
   const auto quantization = quantize_model(model, *testing::small_dataset());
   const double before = model.evaluate(*testing::small_dataset()).at("loss");
-  model.fit(*testing::small_dataset(), 2);
+  model.fit(*testing::small_dataset(), {.epochs = 2});
   EXPECT_LT(model.evaluate(*testing::small_dataset()).at("loss"), before);
   return model.weights();
 }
@@ -240,7 +240,7 @@ TEST(Quantization, AQuantisedModelSavesAndLoadsQuantised) {
 // outputs agree closely, not bit for bit. Compiled (ReLUs fused as post-ops) equals eager.
 TEST(Quantization, TheIntegerModelPredictsWhatTheSimulationDoes) {
   nn::Model model = testing::small_model();  // Conv2D, BN, ReLU, MaxPool, Flatten, Dense, Dense
-  model.fit(*testing::small_dataset(), 2);
+  model.fit(*testing::small_dataset(), {.epochs = 2});
   const auto quantization = quantize_model(model, *testing::small_dataset());
   nn::Model integer = integer_model(model);
   EXPECT_EQ(quantized_inputs(integer).size(), quantization->inputs().size());

@@ -11,11 +11,7 @@ int main() {
   nn::Sequential model({nn::Dense(3)});
   model.compile({.optimizer = train::SGD(0.1),
                  .loss = train::SparseCategoricalCrossentropy(/*from_logits=*/true)});
-  train::FitOptions quiet;
-  quiet.verbose = 0;
-  const train::History history = model.fit(x, y, /*batch_size=*/8, /*epochs=*/1,
-                                           /*validation_split=*/0.0, /*shuffle=*/true,
-                                           /*seed=*/0, quiet);
+  const train::History history = model.fit(x, y, {.batch_size = 8, .epochs = 1, .verbose = 0});
   std::cout << "tandem " << version() << ", " << history.history().at("loss").size()
             << " epoch; consumer: ok\n";
   return 0;

@@ -1,4 +1,4 @@
-#include "cli/train_data.h"
+#include "tandem/data_spec.h"
 
 #include <glob.h>
 
@@ -10,15 +10,16 @@
 #include <map>
 #include <memory>
 
-#include "cli/data_formats.h"
-#include "cli/format.h"
+#include "core/crc32c.h"
 #include "core/files.h"
+#include "core/parse.h"
+#include "core/text.h"
 #include "data/file_io.h"
 #include "tandem/data.h"
 #include "tandem/image.h"
 #include "tandem/tfrecord.h"
 
-namespace tandem::cli {
+namespace tandem::data {
 namespace {
 
 namespace fs = std::filesystem;
@@ -33,6 +34,16 @@ constexpr std::array<const char*, 6> kImageFeatureNames{"image",       "image/en
 constexpr std::array<const char*, 7> kLabelFeatureNames{
     "label", "labels", "image/class/label", "class_id", "class", "target", "y"};
 
+constexpr std::uintmax_t kCifarRecordBytes = 3073;
+
+// The first bytes of the (decompressed) file.
+std::vector<std::uint8_t> head_of(const std::string& path, std::size_t count) {
+  data::InputFile file(path);
+  std::vector<std::uint8_t> head(count);
+  head.resize(file.read(head.data(), count));
+  return head;
+}
+
 const std::vector<std::string>& cifar10_class_names() {
   static const std::vector<std::string> names{"airplane", "automobile", "bird",  "cat",  "deer",
                                               "dog",      "frog",       "horse", "ship", "truck"};
@@ -46,17 +57,10 @@ const std::vector<std::string>& fashion_mnist_class_names() {
   return names;
 }
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string text;
-  for (const std::string& item : items)
-    text += (text.empty() ? "" : ", ") + item;
-  return text;
-}
-
 // ---- SPEC: [READER:]PATH, PATH a folder, a file, a glob or a comma-separated list ----
 
 struct Spec {
-  std::string option;  // "--data", for messages
+  std::string option;  // the setting as the caller spells it ("--data"), for messages
   std::string reader;  // one of kReaders, or empty: found from the files
   std::string path;
 };
@@ -71,7 +75,7 @@ Spec parse_spec(const std::string& option, const std::string& text) {
     }
   }
   if (spec.path.empty()) {
-    throw UsageError(option + " '" + text + "' names no data; pass a folder, a file or a glob");
+    throw ConfigError(option + " '" + text + "' names no data; pass a folder, a file or a glob");
   }
   return spec;
 }
@@ -92,27 +96,14 @@ std::vector<std::string> expand_files(const Spec& spec) {
     const int status = ::glob(piece.c_str(), 0, nullptr, &matches);
     const std::unique_ptr<glob_t, void (*)(glob_t*)> release(&matches, globfree);
     if (status != 0 || matches.gl_pathc == 0) {
-      throw UsageError(spec.option + " " + spec.path + ": no file matches '" + piece +
-                       "'; check the pattern (quote it so that the shell leaves it alone)");
+      throw ConfigError(spec.option + " " + spec.path + ": no file matches '" + piece +
+                        "'; check the pattern (quote it so that the shell leaves it alone)");
     }
     for (std::size_t i = 0; i < matches.gl_pathc; ++i)
       files.emplace_back(matches.gl_pathv[i]);
   }
-  if (files.empty()) throw UsageError(spec.option + " '" + spec.path + "' names no file");
+  if (files.empty()) throw ConfigError(spec.option + " '" + spec.path + "' names no file");
   return files;
-}
-
-// What the option reads: found now, so a run file names the line of a path that is not there.
-std::string checked_spec(const std::string& option, const std::string& text) {
-  const Spec spec = parse_spec(option, text);
-  if (fs::is_directory(spec.path)) return text;
-  for (const std::string& file : expand_files(spec)) {
-    if (!fs::exists(file)) {
-      throw UsageError(option + " " + text + ": " + file +
-                       " does not exist; pass a data folder, a file or a glob of files");
-    }
-  }
-  return text;
 }
 
 // ---- One split as found: images decoded or still encoded, labels ----
@@ -232,7 +223,7 @@ Found open_folder(const Spec& spec) {
     if (has_class_folders(root))
       return {image_folder_split(root), std::nullopt, std::nullopt, true};
   }
-  throw UsageError(
+  throw ConfigError(
       spec.option + " " + spec.path + ": a folder Tandem cannot read as " +
       (any_reader ? std::string("data") : spec.reader) +
       "; it takes a Fashion-MNIST folder (train-images-idx3-ubyte[.gz] ...), a CIFAR-10 folder "
@@ -274,8 +265,8 @@ std::string first_present(const data::Element& example, const std::vector<std::s
 // The image and label features of the first record of `file`: named by the options, else found
 // among the usual names (and, for the image, the only bytes feature), as `tandem data inspect`
 // shows them.
-TFRecordFeatures find_features(const std::string& file, const TrainDataOptions& options,
-                               const std::string& option) {
+TFRecordFeatures find_features(const std::string& file, const ImageDataOptions& options,
+                               const std::string& option, const SettingName& name) {
   data::TFRecordReader reader(file);
   const std::optional<data::TFRecordReader::Record> record = reader.next();
   if (!record) throw IoError(option + ": " + file + " holds no record; pass a non-empty file");
@@ -291,8 +282,8 @@ TFRecordFeatures find_features(const std::string& file, const TrainDataOptions& 
   TFRecordFeatures found;
   if (!options.image_feature.empty()) {
     if (!has(options.image_feature) || example.at(options.image_feature).dtype() != DType::u8) {
-      throw UsageError("--image-feature " + options.image_feature + ": " + file +
-                       " has no bytes feature of that name; its features: " + features);
+      throw ConfigError(name("image-feature") + " " + options.image_feature + ": " + file +
+                        " has no bytes feature of that name; its features: " + features);
     }
     found.image = options.image_feature;
   } else {
@@ -310,16 +301,16 @@ TFRecordFeatures find_features(const std::string& file, const TrainDataOptions& 
       if (byte_features.size() == 1) found.image = byte_features.front();
     }
     if (found.image.empty()) {
-      throw UsageError(option + ": cannot tell which feature of " + file +
-                       " is the image; its features: " + features +
-                       "; name it with --image-feature NAME");
+      throw ConfigError(option + ": cannot tell which feature of " + file +
+                        " is the image; its features: " + features + "; name it with " +
+                        name("image-feature") + " NAME");
     }
   }
   if (!options.label_feature.empty()) {
     if (!has(options.label_feature) || example.at(options.label_feature).dtype() != DType::i64 ||
         example.at(options.label_feature).numel() != 1) {
-      throw UsageError(
-          "--label-feature " + options.label_feature + ": " + file +
+      throw ConfigError(
+          name("label-feature") + " " + options.label_feature + ": " + file +
           " has no int64 feature of that name with one value; its features: " + features);
     }
     found.label = options.label_feature;
@@ -331,9 +322,9 @@ TFRecordFeatures find_features(const std::string& file, const TrainDataOptions& 
       }
     }
     if (found.label.empty()) {
-      throw UsageError(option + ": cannot tell which feature of " + file +
-                       " is the label (an int64 class number); its features: " + features +
-                       "; name it with --label-feature NAME");
+      throw ConfigError(option + ": cannot tell which feature of " + file +
+                        " is the label (an int64 class number); its features: " + features +
+                        "; name it with " + name("label-feature") + " NAME");
     }
   }
   const Tensor& image = example.at(found.image);
@@ -345,10 +336,10 @@ TFRecordFeatures find_features(const std::string& file, const TrainDataOptions& 
     found.width = first_present(example, {prefix + "width", "width", "cols"});
     found.channels = first_present(example, {prefix + "channels", "channels", "depth"});
     if (found.height.empty() || found.width.empty()) {
-      throw UsageError(option + ": the image feature '" + found.image + "' of " + file +
-                       " is neither JPEG nor PNG, and without height and width features it "
-                       "cannot be read as raw pixels; its features: " +
-                       features);
+      throw ConfigError(option + ": the image feature '" + found.image + "' of " + file +
+                        " is neither JPEG nor PNG, and without height and width features it "
+                        "cannot be read as raw pixels; its features: " +
+                        features);
     }
   }
   return found;
@@ -397,8 +388,8 @@ Split tfrecord_split(const std::vector<std::string>& files, const TFRecordFeatur
 }
 
 // Files of one kind: TFRecord, CIFAR-10 batches, or an IDX image file and its label file.
-Split open_files(const Spec& spec, const TrainDataOptions& options,
-                 std::optional<TFRecordFeatures>& features) {
+Split open_files(const Spec& spec, const ImageDataOptions& options,
+                 std::optional<TFRecordFeatures>& features, const SettingName& name) {
   const std::vector<std::string> files = expand_files(spec);
   std::map<DataKind, std::vector<std::string>> by_kind;
   for (const std::string& file : files) {
@@ -409,46 +400,46 @@ Split open_files(const Spec& spec, const TrainDataOptions& options,
     by_kind[kind].push_back(file);
   }
   if (by_kind.size() > 1) {
-    throw UsageError(spec.option + " " + spec.path +
-                     ": the files are of different formats; pass files of one format");
+    throw ConfigError(spec.option + " " + spec.path +
+                      ": the files are of different formats; pass files of one format");
   }
   const auto& [kind, kind_files] = *by_kind.begin();
   switch (kind) {
     case DataKind::tfrecord:
-      if (!features) features = find_features(kind_files.front(), options, spec.option);
+      if (!features) features = find_features(kind_files.front(), options, spec.option, name);
       return tfrecord_split(kind_files, *features);
     case DataKind::cifar10:
       return cifar_split(kind_files, cifar10_class_names());
     case DataKind::idx: {
       if (kind_files.size() != 2) {
-        throw UsageError(spec.option + " " + spec.path +
-                         ": IDX data is two files, the images and their labels: pass "
-                         "IMAGES,LABELS (or the Fashion-MNIST folder)");
+        throw ConfigError(spec.option + " " + spec.path +
+                          ": IDX data is two files, the images and their labels: pass "
+                          "IMAGES,LABELS (or the Fashion-MNIST folder)");
       }
       return idx_split(kind_files[0], kind_files[1]);
     }
     case DataKind::image:
-      throw UsageError(spec.option + " " + spec.path +
-                       ": a single image; pass a folder of class folders (<class>/<image>)");
+      throw ConfigError(spec.option + " " + spec.path +
+                        ": a single image; pass a folder of class folders (<class>/<image>)");
     case DataKind::unknown:
       break;
   }
-  throw UsageError(spec.option + " " + kind_files.front() +
-                   ": not a data format Tandem reads (IDX, TFRecord, CIFAR-10 .bin, or a folder "
-                   "of class folders); `tandem data inspect` says what a file holds");
+  throw ConfigError(spec.option + " " + kind_files.front() +
+                    ": not a data format Tandem reads (IDX, TFRecord, CIFAR-10 .bin, or a folder "
+                    "of class folders); `tandem data inspect` says what a file holds");
 }
 
-Found open_spec(const std::string& option, const std::string& text, const TrainDataOptions& options,
-                std::optional<TFRecordFeatures>& features) {
+Found open_spec(const std::string& option, const std::string& text, const ImageDataOptions& options,
+                std::optional<TFRecordFeatures>& features, const SettingName& name) {
   const Spec spec = parse_spec(option, text);
   if (spec.reader == "fashion-mnist" ||
       (fs::is_directory(spec.path) && spec.reader != "tfrecord")) {
     return open_folder(spec);
   }
   if (spec.reader == "images") {
-    throw UsageError(option + " " + text + ": " + spec.reader + ": takes a folder");
+    throw ConfigError(option + " " + text + ": " + spec.reader + ": takes a folder");
   }
-  return {open_files(spec, options, features), std::nullopt, std::nullopt, false};
+  return {open_files(spec, options, features, name), std::nullopt, std::nullopt, false};
 }
 
 // ---- From what was found to decoded examples of one shape ----
@@ -486,7 +477,7 @@ LabelScan scan_labels(const Split& split) {
 // Images of another size are resized, except in data of one fixed size (IDX, CIFAR-10) whose
 // splits disagree without --image-size: those files come from different data sets.
 data::Pipeline decoded(const Split& split, const std::string& role, const Shape& shape,
-                       std::int64_t num_classes, bool resize_uniform) {
+                       std::int64_t num_classes, bool resize_uniform, const SettingName& name) {
   data::Pipeline examples =
       split.checked_labels
           ? split.checked_labels(num_classes)
@@ -500,14 +491,14 @@ data::Pipeline decoded(const Split& split, const std::string& role, const Shape&
     if (!resize_uniform && first.shape() != shape) {
       throw InvalidArgument("the " + role + " images " + split.description + " are " +
                             shape_str(first.shape()) + ", the training images " + shape_str(shape) +
-                            "; the files come from different data sets (or pass --image-size "
-                            "HxW to resize them all)");
+                            "; the files come from different data sets (or pass " +
+                            name("image-size") + " HxW to resize them all)");
     }
   }
   const std::string description = split.description;
   const bool encoded = split.encoded;
   return examples.map(
-      [shape, encoded, description](data::Element element) {
+      [shape, encoded, description, channels = name("channels")](data::Element element) {
         Tensor image = element.at("image");
         if (encoded) {
           image = image::decode(image, {.channels = static_cast<int>(shape[2])});
@@ -524,7 +515,7 @@ data::Pipeline decoded(const Split& split, const std::string& role, const Shape&
           if (image.dim(2) != shape[2]) {
             throw InvalidArgument(description + ": an image has " +
                                   plural(image.dim(2), "channel") + ", the run takes " +
-                                  std::to_string(shape[2]) + "; pass --channels " +
+                                  std::to_string(shape[2]) + "; pass " + channels + " " +
                                   std::to_string(image.dim(2)) + " or convert the data");
           }
         }
@@ -539,82 +530,60 @@ data::Pipeline decoded(const Split& split, const std::string& role, const Shape&
 
 }  // namespace
 
-const OptionTable<TrainDataOptions>& train_data_options() {
-  using O = TrainDataOptions;
-  static const OptionTable<O> table({
-      {"--data", "SPEC",
-       "train on this data instead of Fashion-MNIST: a folder (Fashion-MNIST IDX files, CIFAR-10 "
-       "batches, <class>/<image> folders, or train/ val/ test/ of them), TFRecord files of "
-       "tf.train.Example (a file, a glob, a comma-separated list), CIFAR-10 .bin files, or "
-       "IMAGES,LABELS IDX files; READER:SPEC forces the reader (fashion-mnist, idx, cifar10, "
-       "images, tfrecord). The data's own test split is the test set",
-       [](O& options, const std::string& option, const std::string& text) {
-         options.data = checked_spec(option, text);
-       }},
-      {"--validation-data", "SPEC",
-       "validation data, as --data (default: the data's val/ split, if any, or --validation-split)",
-       [](O& options, const std::string& option, const std::string& text) {
-         options.validation_data = checked_spec(option, text);
-       }},
-      {"--test-data", "SPEC", "test data, as --data (default: the data's test split, if any)",
-       [](O& options, const std::string& option, const std::string& text) {
-         options.test_data = checked_spec(option, text);
-       }},
-      {"--image-feature", "NAME",
-       "TFRecord: the image feature, JPEG/PNG bytes or raw pixels with height and width "
-       "features (default: image, image/encoded, ... or the only bytes feature)",
-       into(&O::image_feature)},
-      {"--label-feature", "NAME",
-       "TFRecord: the int64 label feature (default: label, labels, image/class/label, ...)",
-       into(&O::label_feature)},
-      {"--image-size", "HxW",
-       "resize every image to H x W pixels (default: the first training image's size)",
-       [](O& options, const std::string& option, const std::string& text) {
-         const std::string::size_type x = text.find('x');
-         const std::string height = text.substr(0, x);
-         const std::string width = x == std::string::npos ? height : text.substr(x + 1);
-         if (height.empty() || width.empty()) {
-           throw UsageError(option + " takes HxW (e.g. 64x64) or one size N, got '" + text + "'");
-         }
-         options.image_height = parse_positive_integer(option, height);
-         options.image_width = parse_positive_integer(option, width);
-         if (options.image_height > 4096 || options.image_width > 4096) {
-           throw UsageError(option + " " + text + " is larger than 4096x4096; pass a smaller size");
-         }
-       }},
-      {"--channels", "1|3", "decode images grey (1) or RGB (3) (default: the first image's)",
-       [](O& options, const std::string& option, const std::string& text) {
-         options.channels = std::stoi(one_of({"1", "3"}, "channel count")(option, text));
-       }},
-      {"--augment", "LIST",
-       "training-time augmentations, comma-separated: flip (mirror half the images), translate "
-       "(shift by up to 1/8 of the size, zero-filled), resized-crop (a random crop of 8-100% of "
-       "the area resized back) (default: none)",
-       [](O& options, const std::string& option, const std::string& text) {
-         options.augment.clear();
-         const std::vector<std::string> known(kAugmentations.begin(), kAugmentations.end());
-         for (const std::string& name : split_list(text))
-           options.augment.push_back(one_of(known, "augmentation")(option, name));
-       }},
-      {"--num-classes", "N",
-       "classes of the labels, 0 .. N-1 (default: the data's class folders or names, else the "
-       "largest label + 1)",
-       into(&O::num_classes, parse_positive_integer)},
-  });
-  return table;
+DataKind kind_of_file(const std::string& path) {
+  const std::vector<std::uint8_t> head = head_of(path, 12);
+  if (head.size() >= 3 && head[0] == 0xFF && head[1] == 0xD8 && head[2] == 0xFF) {
+    return DataKind::image;
+  }
+  if (head.size() >= 8 && head[0] == 0x89 && head[1] == 'P' && head[2] == 'N' && head[3] == 'G') {
+    return DataKind::image;
+  }
+  if (head.size() >= 4 && head[0] == 0 && head[1] == 0 && head[3] >= 1 && head[3] <= 8 &&
+      (head[2] == 0x08 || head[2] == 0x09 || (head[2] >= 0x0B && head[2] <= 0x0E))) {
+    return DataKind::idx;
+  }
+  if (head.size() == 12) {
+    std::uint32_t stored = 0;
+    for (int i = 3; i >= 0; --i)
+      stored = (stored << 8) | head[8 + static_cast<std::size_t>(i)];
+    if (mask_crc(crc32c({head.data(), 8})) == stored) return DataKind::tfrecord;
+  }
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (!error && size > 0 && size % kCifarRecordBytes == 0 && !is_gzip_file(path)) {
+    return DataKind::cifar10;
+  }
+  return DataKind::unknown;
 }
 
-TrainingData open_training_data(const TrainDataOptions& options, const std::string& data_dir) {
-  std::optional<TFRecordFeatures> features;
-  Found found = options.data.empty()
-                    ? open_spec("--data-dir", "fashion-mnist:" + data_dir, options, features)
-                    : open_spec("--data", options.data, options, features);
-  if (!options.validation_data.empty()) {
-    found.validation =
-        open_spec("--validation-data", options.validation_data, options, features).training;
+const std::vector<std::string>& augmentation_names() {
+  static const std::vector<std::string> names(kAugmentations.begin(), kAugmentations.end());
+  return names;
+}
+
+void check_data_spec(const std::string& name, const std::string& text) {
+  const Spec spec = parse_spec(name, text);
+  if (fs::is_directory(spec.path)) return;
+  for (const std::string& file : expand_files(spec)) {
+    if (!fs::exists(file)) {
+      throw ConfigError(name + " " + text + ": " + file +
+                        " does not exist; pass a data folder, a file or a glob of files");
+    }
   }
-  if (!options.test_data.empty()) {
-    found.test = open_spec("--test-data", options.test_data, options, features).training;
+}
+
+ImageData open_image_data(const ImageDataOptions& options, const SettingName& name) {
+  std::optional<TFRecordFeatures> features;
+  Found found = options.training.empty()
+                    ? open_spec(name("data-dir"), "fashion-mnist:" + options.fashion_mnist_dir,
+                                options, features, name)
+                    : open_spec(name("data"), options.training, options, features, name);
+  if (!options.validation.empty()) {
+    found.validation =
+        open_spec(name("validation-data"), options.validation, options, features, name).training;
+  }
+  if (!options.test.empty()) {
+    found.test = open_spec(name("test-data"), options.test, options, features, name).training;
   }
 
   Shape shape = first_image_shape(found.training);  // (H, W, C)
@@ -634,16 +603,16 @@ TrainingData open_training_data(const TrainDataOptions& options, const std::stri
     if (*other && !(*other)->class_names.empty() && !names.empty() &&
         (*other)->class_names != names) {
       throw InvalidArgument((*other)->description + " has the classes " +
-                            joined((*other)->class_names) + ", the training data " +
-                            found.training.description + " " + joined(names) +
+                            join((*other)->class_names, ", ") + ", the training data " +
+                            found.training.description + " " + join(names, ", ") +
                             "; give both the same class folders");
     }
   }
   std::int64_t num_classes = options.num_classes;
   if (num_classes == 0 && names.size() == 1) {
-    throw UsageError(found.training.description + " has 1 class folder (" + names.front() +
-                     "); a classifier needs two classes or more: put each class's images in a "
-                     "folder of its own");
+    throw ConfigError(found.training.description + " has 1 class folder (" + names.front() +
+                      "); a classifier needs two classes or more: put each class's images in a "
+                      "folder of its own");
   }
   if (num_classes == 0 && !names.empty()) {
     num_classes = static_cast<std::int64_t>(names.size());
@@ -656,15 +625,15 @@ TrainingData open_training_data(const TrainDataOptions& options, const std::stri
     }
     num_classes = scan.largest + 1;
     if (num_classes < 2) {
-      throw InvalidArgument(found.training.description + ": every label is " +
-                            std::to_string(scan.largest) +
-                            "; a classifier needs two classes or more (or pass --num-classes N)");
+      throw InvalidArgument(
+          found.training.description + ": every label is " + std::to_string(scan.largest) +
+          "; a classifier needs two classes or more (or pass " + name("num-classes") + " N)");
     }
   }
   std::vector<std::string> class_names;
   if (names.size() == static_cast<std::size_t>(num_classes)) {
     class_names = names;
-  } else if (options.data.empty() && num_classes == 10) {
+  } else if (options.training.empty() && num_classes == 10) {
     class_names = fashion_mnist_class_names();
   } else {
     for (std::int64_t label = 0; label < num_classes; ++label)
@@ -674,10 +643,10 @@ TrainingData open_training_data(const TrainDataOptions& options, const std::stri
   const auto decoded_split = [&](const std::optional<Split>& split,
                                  const std::string& role) -> std::optional<data::Pipeline> {
     if (!split) return std::nullopt;
-    return decoded(*split, role, shape, num_classes, resize);
+    return decoded(*split, role, shape, num_classes, resize, name);
   };
   return {found.training.description + ", " + std::to_string(num_classes) + " classes",
-          decoded(found.training, "training", shape, num_classes, resize),
+          decoded(found.training, "training", shape, num_classes, resize, name),
           decoded_split(found.validation, "validation"),
           decoded_split(found.test, "test"),
           shape,
@@ -687,22 +656,25 @@ TrainingData open_training_data(const TrainDataOptions& options, const std::stri
           found.training.encoded};
 }
 
-data::Pipeline augmented(const data::Pipeline& examples, const TrainDataOptions& options,
+data::Pipeline augmented(const data::Pipeline& examples, const std::vector<std::string>& augment,
                          const Shape& image_shape, std::uint64_t seed) {
   data::Pipeline result = examples;
-  for (const std::string& name : options.augment) {
+  for (const std::string& name : augment) {
     const data::MapOptions parallel{.num_parallel_calls = data::kAutotune, .name = name};
     if (name == "flip") {
       result = result.map(data::random_flip_left_right(seed), parallel);
     } else if (name == "translate") {
       const std::int64_t pixels = std::max<std::int64_t>(1, image_shape[0] / 8);
       result = result.map(data::random_translate(pixels, seed), parallel);
-    } else {
+    } else if (name == "resized-crop") {
       result =
           result.map(data::random_resized_crop(image_shape[0], image_shape[1], seed), parallel);
+    } else {
+      throw ConfigError("unknown augmentation '" + name + "'; choose " +
+                        join(augmentation_names(), ", "));
     }
   }
   return result;
 }
 
-}  // namespace tandem::cli
+}  // namespace tandem::data

@@ -1,0 +1,143 @@
+// Runs on data as users name it (RunConfig::data), in process: an image folder with its
+// train/val/test splits and without, TFRecord files (written by `tandem data convert`'s library
+// path and holding raw pixels), CIFAR-10 batches; augmentations; the class names a saved model
+// keeps. Each trains to the accuracy a working pipeline reaches on data this easy. (The CLI's own
+// part, one-line errors and exit statuses, is tests/cli/train_data_test.cpp; TensorFlow's own
+// TFRecords are read there too.)
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "data/idx_files.h"
+#include "data/image_folders.h"
+#include "tandem/image.h"
+#include "tandem/io.h"
+#include "tandem/run.h"
+#include "tandem/tfrecord.h"
+
+namespace tandem::run {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ScratchDir;
+using testing::write_class_folders;
+
+// A quiet run of the MLP whose log is kept.
+struct DataRun {
+  RunConfig config;
+  std::ostringstream log;
+
+  DataRun() {
+    config.model = "mlp";
+    config.epochs = 4;
+    config.batch_size = 8;
+    config.threads = 1;
+  }
+  Report run() {
+    run::Run run(config, {.log = &log, .out = nullptr});
+    return run.run();
+  }
+};
+
+void expect_logged(const DataRun& run, const std::string& part) {
+  EXPECT_NE(run.log.str().find(part), std::string::npos) << "not in the log: " << part << "\n"
+                                                         << run.log.str();
+}
+
+TEST(Data, AnImageFolderWithTrainValAndTestSplits) {
+  ScratchDir dir;
+  write_class_folders(dir.path() / "photos" / "train", 24, 1);
+  write_class_folders(dir.path() / "photos" / "val", 6, 100);
+  write_class_folders(dir.path() / "photos" / "test", 10, 200);
+  DataRun run;
+  run.config.data.images.training = dir.file("photos");
+  run.config.data.augment = {"flip", "translate"};
+  run.config.checkpoints.save_model = dir.file("model");
+  const Report report = run.run();
+  expect_logged(run, "data: image folder " + dir.file("photos") +
+                         "/train, 2 classes: 48 training, 12 validation, 20 test images "
+                         "(12, 10, 3), augmented: flip, translate");
+  EXPECT_EQ(report.num_classes, 2);
+  // Light above against light below: any working pipeline separates them.
+  ASSERT_TRUE(report.test_accuracy);
+  EXPECT_GE(*report.test_accuracy, 0.9) << run.log.str();
+  EXPECT_EQ(report.history.at("val_accuracy").size(), 4u);
+  // The saved model knows the class folders' names.
+  std::ifstream config(dir.file("model") + "/model.json");
+  const std::string saved((std::istreambuf_iterator<char>(config)), {});
+  EXPECT_NE(saved.find("\"bottom\""), std::string::npos) << saved;
+  EXPECT_NE(saved.find("\"top\""), std::string::npos) << saved;
+}
+
+TEST(Data, AFlatImageFolderSplitsAtRandomAndHasNoTestSet) {
+  ScratchDir dir;
+  write_class_folders(dir.path() / "flat", 20, 3);
+  DataRun run;
+  run.config.epochs = 3;
+  run.config.data.images.training = dir.file("flat");
+  run.config.data.images.image_height = 8;
+  run.config.data.images.image_width = 6;
+  run.config.data.images.channels = 1;
+  run.config.data.validation_split = 0.25;
+  run.config.data.augment = {"resized-crop"};
+  const Report report = run.run();
+  expect_logged(run, "30 training, 10 validation, no test images (8, 6, 1)");
+  EXPECT_FALSE(report.test_accuracy);
+  // Drawn at random, the held-out quarter has both classes (the last quarter of a sorted
+  // folder would be all 'top'): validation accuracy is not that of one class by chance.
+  EXPECT_GE(report.history.at("val_accuracy").back(), 0.9) << run.log.str();
+}
+
+TEST(Data, TfRecordsOfEncodedImagesAndOfRawPixels) {
+  ScratchDir dir;
+  write_class_folders(dir.path() / "train", 16, 5);
+  write_class_folders(dir.path() / "test", 8, 50);
+  // As `tandem data convert` writes them: the encoded image and its label.
+  const auto convert = [](const fs::path& folder, const std::string& file) {
+    data::write_tfrecord(data::Pipeline::image_folder(folder.string()), file);
+  };
+  convert(dir.path() / "train", dir.file("train.tfrecord"));
+  convert(dir.path() / "test", dir.file("test.tfrecord"));
+  DataRun encoded;
+  encoded.config.data.images.training = dir.file("train.tfrecord");
+  encoded.config.data.images.test = dir.file("test.tfrecord");
+  const Report report = encoded.run();
+  expect_logged(encoded, "TFRecord " + dir.file("train.tfrecord") +
+                             " (image 'image', label 'label'), 2 classes: 32 training");
+  ASSERT_TRUE(report.test_accuracy);
+  EXPECT_GE(*report.test_accuracy, 0.9) << encoded.log.str();
+}
+
+TEST(Data, Cifar10Batches) {
+  ScratchDir dir;
+  testing::Bytes train;
+  testing::Bytes test;
+  // Three classes, each bright in its own colour (CIFAR-10 records: a label byte, then the red,
+  // green and blue planes of 32x32), with some texture.
+  for (int i = 0; i < 60; ++i) {
+    testing::Bytes& batch = i < 40 ? train : test;
+    const int label = i % 3;
+    batch.push_back(static_cast<std::uint8_t>(label));
+    for (int channel = 0; channel < 3; ++channel) {
+      for (int pixel = 0; pixel < 1024; ++pixel) {
+        const int texture = (i * 7 + pixel * 13) % 40;
+        batch.push_back(static_cast<std::uint8_t>((channel == label ? 200 : 40) + texture));
+      }
+    }
+  }
+  fs::create_directories(dir.path() / "cifar-10-batches-bin");
+  testing::write_file(dir.file("cifar-10-batches-bin/data_batch_1.bin"), train);
+  testing::write_file(dir.file("cifar-10-batches-bin/test_batch.bin"), test);
+  DataRun run;
+  run.config.data.images.training = dir.path().string();
+  const Report report = run.run();
+  expect_logged(run, "CIFAR-10 " + dir.file("cifar-10-batches-bin/data_batch_1.bin") +
+                         ", 10 classes: 40 training, 20 test images (32, 32, 3)");
+  EXPECT_EQ(report.num_classes, 10);
+  ASSERT_TRUE(report.test_accuracy);
+  EXPECT_GE(*report.test_accuracy, 0.9) << run.log.str();
+}
+
+}  // namespace
+}  // namespace tandem::run
