@@ -607,6 +607,37 @@ class LearningRateScheduler final : public Callback {
   int verbose_;
 };
 
+// Training that diverged: the loss became NaN or infinite (TerminateOnNaN).
+class NonFiniteLoss : public Error {
+ public:
+  using Error::Error;
+};
+
+// Ends training when the loss becomes NaN or infinite, as Keras' TerminateOnNaN does, but with an
+// error (NonFiniteLoss) rather than quietly: a script sees the failure, and no checkpoint or
+// saved model of the broken weights follows. Put it before a ModelCheckpoint (a run does). It
+// looks at the logs fit reads anyway, so it costs no extra read from the device: fit reads them
+// at least every kMaxUnreadSteps steps, at every step a checkpoint is written and at each
+// epoch's end, so the divergence is caught before a checkpoint of it is written. The message
+// names the step, the last finite loss seen and what to try.
+class TerminateOnNaN final : public Callback {
+ public:
+  bool reads_weights_at_batch_end() const override { return false; }
+  bool reads_logs_at_batch_end(std::int64_t) const override { return false; }
+  void on_train_begin(const Logs& logs) override;
+  void on_epoch_begin(int epoch, const Logs& logs) override;
+  void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
+  void on_epoch_end(int epoch, const Logs& logs) override;
+
+ private:
+  void check(const Logs& logs, const std::string& where);
+
+  int epoch_ = 0;
+  std::int64_t step_ = 0;  // of the whole run, from 1 (a resumed run's count on)
+  std::optional<double> last_finite_;
+  std::int64_t last_finite_step_ = 0;
+};
+
 // A callback made of functions (keras.callbacks.LambdaCallback); unset ones do nothing.
 class LambdaCallback final : public Callback {
  public:

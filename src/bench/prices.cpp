@@ -11,6 +11,7 @@
 
 #include "core/files.h"
 #include "core/text.h"
+#include "core/toml_depth.h"
 #include "tandem/bench.h"
 #include "tandem/error.h"
 
@@ -135,6 +136,12 @@ class PriceReader {
   explicit PriceReader(std::string origin) : origin_(std::move(origin)) {}
 
   PriceTable read(std::string_view text) {
+    if (const std::optional<TomlDepth> deep = toml_too_deep(text)) {
+      fail(deep->line,
+           "bad TOML (nested " + std::to_string(deep->depth) + " levels deep, more than " +
+               std::to_string(kMaxTomlDepth) + ")",
+           "a price table's keys nest a few levels at most ([device.\"name\"])");
+    }
     toml::table document;
     try {
       document = toml::parse(text, std::string_view(origin_));

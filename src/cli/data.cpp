@@ -366,6 +366,9 @@ int convert(const std::string& source, const std::string& destination, const Dat
     throw UsageError("convert: directory " + parent.string() + " of '" + destination +
                      "' does not exist; create it or choose another path");
   }
+  // Before any work: what is there must be a file to replace (a device node is refused, never
+  // renamed over).
+  require_replaceable(destination, Destination::file, "convert");
   const data::Compression compression =
       options.gzip ? data::Compression::gzip : data::Compression::none;
   // The records, and the spec that reads them back.

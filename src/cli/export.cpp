@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "cli/commands.h"
+#include "core/files.h"
 #include "tandem/io.h"
 
 namespace tandem::cli {
@@ -95,6 +96,10 @@ const CommandSpec& export_spec() {
 
 int run_export(const ParsedArgs& args) {
   const ExportOptions options = export_options().read(args);
+  // Before any work: a SavedModel is a folder, the others files.
+  require_writable_destination(
+      options.output, "--output",
+      options.format == "savedmodel" ? Destination::folder : Destination::file);
   const nn::Model model = io::load_model(options.model_dir);
   std::string input_dims;
   for (std::size_t i = 1; i < model.input_shape().size(); ++i)

@@ -1,6 +1,11 @@
 // The `tandem` command: dispatches to a subcommand and turns every failure into one line on
 // stderr, `tandem: error: ...`, with exit status 2 for command-line mistakes and 1 for the rest.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <csignal>
+#include <filesystem>
 #include <iostream>
 #include <new>
 #include <span>
@@ -116,13 +121,41 @@ int report(const std::string& message, int status) {
   return status;
 }
 
+// A command's status once its output is known to have reached standard output: a pipe closed
+// early (`tandem train | head -1`), a closed descriptor or a full disk fail the writes there
+// (SIGPIPE is ignored, so the command went on to the end: the model saved, the report written),
+// and the status says the output was lost.
+int with_output_checked(int status, bool output_closed) {
+  std::cout.flush();
+  if (std::cout && !output_closed) return status;
+  std::cerr << "tandem: error: the output could not all be written to standard output (a pipe "
+               "closed early, the descriptor closed, or a full disk); the command itself "
+               "finished: its files (reports, saved models, checkpoints) are written\n";
+  return status == 0 ? kExitRuntimeError : status;
+}
+
 }  // namespace
 }  // namespace tandem::cli
 
 int main(int argc, char** argv) {
   using namespace tandem::cli;
+  // A reader that goes away (`tandem train ... | head -1`) must not kill a run before it saves:
+  // writes to the pipe fail instead, and the end of the command says so.
+  std::signal(SIGPIPE, SIG_IGN);
+  // A closed standard descriptor would be the next file opened (a report being written as fd 1
+  // would get the printing): /dev/null stands in, and a closed output is said at the end.
+  const bool output_closed = ::fcntl(STDOUT_FILENO, F_GETFD) == -1;
+  for (const int descriptor : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
+    if (::fcntl(descriptor, F_GETFD) == -1) {
+      const int null = ::open("/dev/null", O_RDWR);
+      if (null >= 0 && null != descriptor) {
+        ::dup2(null, descriptor);
+        ::close(null);
+      }
+    }
+  }
   try {
-    return run(std::vector<std::string>(argv + 1, argv + argc));
+    return with_output_checked(run(std::vector<std::string>(argv + 1, argv + argc)), output_closed);
   } catch (const UsageError& error) {
     return report(error.what(), kExitUsageError);
   } catch (const tandem::Error& error) {
@@ -132,6 +165,13 @@ int main(int argc, char** argv) {
         "out of memory: the system refused an allocation on the host; free some memory or ask "
         "for less (a smaller batch or model)",
         kExitRuntimeError);
+  } catch (const std::filesystem::filesystem_error& error) {
+    // A path the user gave that the system refused (a symbolic link loop, a name too long, a
+    // folder that may not be read or written): the user's to fix, not a bug.
+    const std::string second = error.path2().empty() ? "" : " and " + error.path2().string();
+    return report(error.path1().string() + second + ": " + error.code().message() +
+                      "; check the path and its permissions, or pass another",
+                  kExitRuntimeError);
   } catch (const std::exception& error) {
     return report(
         std::string("unexpected failure (a bug in Tandem; please report it): ") + error.what(),

@@ -222,6 +222,7 @@ void write_file_durably(const std::string& path, std::span<const std::uint8_t> b
 }
 
 void write_file_atomically(const std::string& path, std::span<const std::uint8_t> bytes) {
+  require_replaceable(path, Destination::file);
   const std::string temporary = hidden_sibling(path, "tmp");
   write_file_durably(temporary, bytes);
   try {
@@ -264,18 +265,26 @@ std::string hidden_sibling(const std::string& path, const std::string& kind) {
       .string();
 }
 
+void require_replaceable(const std::string& path, Destination kind, std::string_view what) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return;  // nothing there yet
+  const std::string named = (what.empty() ? "" : std::string(what) + " ") + path;
+  if (kind == Destination::file && !S_ISREG(info.st_mode)) {
+    throw IoError(named + ": is " + kind_of(info.st_mode) +
+                  ", not a file to replace; pass the path of a file to write");
+  }
+  if (kind == Destination::folder && !S_ISDIR(info.st_mode)) {
+    throw IoError(named + ": is " +
+                  (S_ISREG(info.st_mode) ? std::string("a file") : kind_of(info.st_mode)) +
+                  ", not a folder; pass the path of a folder to write");
+  }
+}
+
 void require_writable_destination(const std::string& path, std::string_view option,
                                   Destination kind) {
   const std::string what = std::string(option) + " " + path;
+  require_replaceable(path, kind, option);
   struct stat info {};
-  if (::stat(path.c_str(), &info) == 0) {
-    if (kind == Destination::file && !S_ISREG(info.st_mode)) {
-      throw IoError(what + ": is " + kind_of(info.st_mode) + "; pass the path of a file to write");
-    }
-    if (kind == Destination::folder && !S_ISDIR(info.st_mode)) {
-      throw IoError(what + ": is a file, not a folder; pass the path of a folder to write");
-    }
-  }
   const std::string folder = parent_folder(path);
   if (::stat(folder.c_str(), &info) != 0) {
     throw IoError(what + ": the folder " + folder + " does not exist; create it or pass a path " +

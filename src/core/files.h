@@ -76,7 +76,9 @@ void write_all(int descriptor, std::span<const std::uint8_t> bytes, const std::s
 void write_file_durably(const std::string& path, std::span<const std::uint8_t> bytes);
 // Replaces `path` so that a crash or a full disk at any moment leaves either the old file (or
 // none) or the complete new one: writes a temporary file beside it, fsyncs it, renames it over
-// `path` and fsyncs the folder.
+// `path` and fsyncs the folder. What is at `path` already must be a regular file
+// (require_replaceable): a device node, a FIFO or a folder is refused before anything is written,
+// never renamed over.
 void write_file_atomically(const std::string& path, std::span<const std::uint8_t> bytes);
 void write_file_atomically(const std::string& path, std::string_view text);
 // fsync of a folder, so the names created or renamed in it survive a power cut.
@@ -87,6 +89,11 @@ void rename_path(const std::string& from, const std::string& to, const std::stri
 std::string hidden_sibling(const std::string& path, const std::string& kind);
 // What a destination is to become: a file (a report) or a folder (a saved model).
 enum class Destination { file, folder };
+// Throws IoError unless what is at `path` (if anything; symbolic links followed) is of `kind`: the
+// one check every writer that replaces a destination makes first, so that a device node such as
+// /dev/null or /dev/full, a FIFO, or a file where a folder belongs is never replaced.
+// "<what> <path>: is a character device, not a file to replace; pass the path of a file".
+void require_replaceable(const std::string& path, Destination kind, std::string_view what = {});
 // Throws IoError naming `option`, `path` and the reason unless `path` can be written as `kind`:
 // what is there already is of that kind (a FIFO or a folder is no file), and its folder exists
 // and accepts a new file. Checked before a long run, so that a result is never lost to a

@@ -33,6 +33,44 @@ std::string setting_identifier(const std::string& key) {
   return identifier;
 }
 
+bool is_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    // The length of the sequence, and the smallest code point it may encode (shorter forms of
+    // smaller ones are overlong).
+    const auto [length, smallest] = byte < 0x80             ? std::pair{1, 0x0u}
+                                    : (byte & 0xE0) == 0xC0 ? std::pair{2, 0x80u}
+                                    : (byte & 0xF0) == 0xE0 ? std::pair{3, 0x800u}
+                                    : (byte & 0xF8) == 0xF0 ? std::pair{4, 0x10000u}
+                                                            : std::pair{0, 0u};
+    if (length == 0 || i + static_cast<std::size_t>(length) > text.size()) return false;
+    unsigned code = length == 1 ? byte : byte & (0xFFu >> (length + 1));
+    for (int k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + static_cast<std::size_t>(k)]);
+      if ((next & 0xC0) != 0x80) return false;
+      code = (code << 6) | (next & 0x3Fu);
+    }
+    if (code < smallest || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return false;
+    i += static_cast<std::size_t>(length);
+  }
+  return true;
+}
+
+std::string printable(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string shown;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7F) {
+      shown += c;
+    } else {
+      shown += std::string("\\x") + kHex[byte >> 4] + kHex[byte & 0xF];
+    }
+  }
+  return shown;
+}
+
 std::string format_bytes(std::int64_t bytes) {
   return fixed(static_cast<double>(bytes) / (1 << 30), 1) + " GiB";
 }

@@ -42,6 +42,12 @@ inline std::string html_escape(std::string_view text) {
   return escaped;
 }
 
+// Whether `text` is well-formed UTF-8 (no stray continuation bytes, overlong forms, surrogates or
+// code points past U+10FFFF).
+bool is_utf8(std::string_view text);
+// `text` with every byte outside printable ASCII as \xNN, for naming bad input in a message.
+std::string printable(std::string_view text);
+
 // "47.1 GiB"
 std::string format_bytes(std::int64_t bytes);
 // "1 thread", "2 threads"

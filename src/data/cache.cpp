@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "core/files.h"
 #include "data/nodes.h"
 #include "tandem/tfrecord.h"
 
@@ -253,9 +254,16 @@ class FileReplayStream final : public Stream {
 
 class FileRecordStream final : public Stream {
  public:
+  // The cache's file, once it is known to be one that may be replaced (a device node is refused
+  // before anything is written beside it, never renamed over).
+  static std::string checked_destination(std::string path) {
+    require_replaceable(path, Destination::file, "cache");
+    return path;
+  }
+
   FileRecordStream(std::unique_ptr<Stream> input, std::string path, const std::string& fingerprint)
       : input_(std::move(input)),
-        path_(std::move(path)),
+        path_(checked_destination(std::move(path))),
         temporary_(path_ + ".tmp." + std::to_string(::getpid()) + "." +
                    std::to_string(next_writer_id())),
         writer_(std::make_unique<TFRecordWriter>(temporary_)) {

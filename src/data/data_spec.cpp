@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "core/crc32c.h"
 #include "core/files.h"
@@ -148,6 +150,15 @@ Split cifar_split(std::vector<std::string> files, std::vector<std::string> class
 Split image_folder_split(const std::string& root) {
   data::Pipeline folder = data::Pipeline::image_folder(root);
   std::vector<std::string> classes = folder.class_names();
+  // Class names go into the saved model, the logs and the report, all UTF-8: a name that is not
+  // is refused before training rather than failing the run at its end.
+  for (const std::string& name : classes) {
+    if (!is_utf8(name)) {
+      throw ConfigError("image folder " + root + ": the class folder '" + printable(name) +
+                        "' has a name that is not UTF-8; rename it (class names are saved "
+                        "with the model, the logs and the report, which are UTF-8)");
+    }
+  }
   return {std::move(folder), true, std::move(classes), "image folder " + root};
 }
 
@@ -391,6 +402,16 @@ Split tfrecord_split(const std::vector<std::string>& files, const TFRecordFeatur
 Split open_files(const Spec& spec, const ImageDataOptions& options,
                  std::optional<TFRecordFeatures>& features, const SettingName& name) {
   const std::vector<std::string> files = expand_files(spec);
+  // A file named twice (a list, or globs that overlap) is read twice an epoch: likely a slip.
+  std::set<std::string> seen;
+  for (const std::string& file : files) {
+    std::error_code error;
+    const fs::path canonical = fs::weakly_canonical(file, error);
+    if (!seen.insert(error ? file : canonical.string()).second) {
+      std::cerr << "warning: " << spec.option << " names " << file
+                << " more than once; its examples are read that many times an epoch\n";
+    }
+  }
   std::map<DataKind, std::vector<std::string>> by_kind;
   for (const std::string& file : files) {
     require_regular_file(file, spec.option);

@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <numeric>
+#include <type_traits>
 
 #include "tandem/tfrecord.h"
 
@@ -410,6 +412,28 @@ Shape resolve_shape(const Shape& shape, std::size_t count, const std::string& pr
   return resolved;
 }
 
+// Integers the spec's dtype cannot hold are refused, not wrapped: the one place an int64_list
+// narrows (a TFRecord label of 2^62 read as i32 used to become class 0).
+void require_representable(const std::vector<std::int64_t>& values, DType dtype,
+                           const std::string& prefix) {
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, std::int64_t>) {
+      const auto low = static_cast<std::int64_t>(std::numeric_limits<T>::min());
+      const auto high = static_cast<std::int64_t>(std::numeric_limits<T>::max());
+      for (const std::int64_t value : values) {
+        if (value < low || value > high) {
+          throw InvalidArgument(prefix + "the value " + std::to_string(value) + " does not fit " +
+                                dtype_name(dtype) + " (" + std::to_string(low) + " to " +
+                                std::to_string(high) +
+                                "); as a label it names a class no classifier has: check the "
+                                "data (or the feature read as the label)");
+        }
+      }
+    }
+  });
+}
+
 Tensor spec_tensor(const std::string& name, const FeatureSpec& spec, const ParsedFeature* feature,
                    const std::string& what) {
   const std::string prefix =
@@ -450,6 +474,7 @@ Tensor spec_tensor(const std::string& name, const FeatureSpec& spec, const Parse
       return numeric_tensor(feature->floats,
                             resolve_shape(spec.shape, feature->floats.size(), prefix), spec.dtype);
     case FeatureSpec::Kind::int64:
+      require_representable(feature->integers, spec.dtype, prefix);
       return numeric_tensor(feature->integers,
                             resolve_shape(spec.shape, feature->integers.size(), prefix),
                             spec.dtype);

@@ -96,8 +96,18 @@ Snapshot take_snapshot(nn::Model& model, const TrainingPosition& position, const
                        std::int64_t steps_per_epoch, int epochs, const RunConfig& config,
                        const EpochHistory& history) {
   Snapshot snapshot;
-  for (auto& [name, weight] : named_weights(model))
+  for (auto& [name, weight] : named_weights(model)) {
+    // A checkpoint is what a run resumes from: one of diverged weights would only train on NaN,
+    // and it would push the last good one out.
+    if (const std::int64_t bad = detail::non_finite_values(weight); bad > 0) {
+      throw train::NonFiniteLoss(
+          "training diverged: the checkpoint at step " + std::to_string(position.step) +
+          " is not written: weight '" + name + "' holds " + std::to_string(bad) +
+          " NaN or infinite values; the checkpoints before it hold the last finite weights; try "
+          "a lower learning rate, gradient clipping (clipnorm), or fp32 instead of fp16");
+    }
     snapshot.weights.emplace_back(name, weight.clone());
+  }
 
   json optimizer = nullptr;
   json loss_scale = nullptr;

@@ -16,6 +16,7 @@
 namespace tandem::io::detail {
 
 void replace_directory(const std::string& staged, const std::string& target) {
+  require_replaceable(target, Destination::folder);
   std::error_code error;
   if (!std::filesystem::exists(target, error)) {
     rename_path(staged, target, "the finished folder into place");
@@ -35,6 +36,7 @@ void replace_directory(const std::string& staged, const std::string& target) {
 
 void write_directory(const std::string& target, const std::vector<FolderFile>& files) {
   namespace fs = std::filesystem;
+  require_replaceable(target, Destination::folder);
   const fs::path absolute = fs::absolute(target);
   std::error_code error;
   fs::create_directories(absolute.parent_path(), error);
@@ -99,8 +101,8 @@ void remove_directory(const std::string& path) {
   }
 }
 
-DirectoryLock::DirectoryLock(const std::string& directory) {
-  const std::string path = (std::filesystem::path(directory) / ".lock").string();
+DirectoryLock::DirectoryLock(const std::string& directory, const std::string& name) {
+  const std::string path = (std::filesystem::path(directory) / name).string();
   descriptor_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (descriptor_ < 0) {
     throw IoError("cannot lock the folder " + directory + " (" + path +

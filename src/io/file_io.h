@@ -43,12 +43,13 @@ std::span<const std::uint8_t> as_bytes(const std::string& text);
 // Removes a folder tree, renaming it to a hidden name beside it first so that an interrupted
 // removal never leaves a half-deleted folder under its real name.
 void remove_directory(const std::string& path);
-// An exclusive lock on `directory` (flock on directory/.lock) held while the object lives, so two
-// processes never write one checkpoint folder; the kernel drops it when the process dies, even
+// An exclusive lock on `directory` (flock on directory/<name>, ".lock" for checkpoint and sweep
+// folders, ".logdir.lock" for a run's logs, so that a folder may be both) held while the object
+// lives, so two processes never write one folder; the kernel drops it when the process dies, even
 // by SIGKILL. Throws IoError naming the folder (and the holder's pid) when another process has it.
 class DirectoryLock {
  public:
-  explicit DirectoryLock(const std::string& directory);
+  explicit DirectoryLock(const std::string& directory, const std::string& name = ".lock");
   ~DirectoryLock();
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;

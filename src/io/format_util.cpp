@@ -39,7 +39,7 @@ nlohmann::json open_sealed_json(std::span<const std::uint8_t> bytes, const std::
   nlohmann::json document;
   try {
     document = nlohmann::json::parse(bytes.begin(), bytes.end());
-  } catch (const nlohmann::json::parse_error& error) {
+  } catch (const nlohmann::json::exception& error) {  // malformed, or a number out of range
     throw IoError(what + ": malformed JSON (" + error.what() +
                   "); the file is corrupt or truncated");
   }

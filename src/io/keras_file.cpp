@@ -18,6 +18,7 @@
 #include "core/tensor_copy.h"
 #include "io/hdf5_file.h"
 #include "io/layer_config.h"
+#include "io/weight_match.h"
 #include "io/zip.h"
 #include "tandem/io.h"
 #include "tandem/ops.h"
@@ -278,6 +279,8 @@ void load_keras_weights(nn::Model& model, const std::string& path) {
                       "' is " + shape_str(found->second[i].shape()) + " there, " +
                       shape_str(weights[i].shape()) + " in the model");
       }
+      detail::require_finite(found->second[i], path + ": weight " + std::to_string(i) +
+                                                   " of layer '" + layer.name() + "'");
       copies.emplace_back(weights[i], found->second[i]);
     }
   }

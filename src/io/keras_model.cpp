@@ -14,6 +14,7 @@
 #include <set>
 
 #include "core/files.h"
+#include "io/weight_match.h"
 #include "io/zip.h"
 #include "tandem/io.h"
 
@@ -26,9 +27,18 @@ json read_model_json(const std::string& path) {
   const std::vector<std::uint8_t> bytes = read_whole_file(path);
   const std::string text = detail::is_zip(bytes) ? detail::zip_member(bytes, "config.json", path)
                                                  : std::string(bytes.begin(), bytes.end());
+  // Keras 2's legacy format: an HDF5 file, which holds the model but is no model description.
+  constexpr std::string_view kHdf5Signature("\x89HDF\r\n\x1a\n", 8);
+  if (text.starts_with(kHdf5Signature)) {
+    throw IoError(path +
+                  ": an HDF5 file (Keras' legacy .h5 model format), not a model description; "
+                  "save it as a .keras file in TensorFlow 2.15 and pass that: "
+                  "tf.keras.models.load_model('" +
+                  path + "').save('model.keras')");
+  }
   try {
     return json::parse(text);
-  } catch (const json::parse_error& error) {
+  } catch (const json::exception& error) {  // malformed, or a number out of range (1e400)
     throw IoError(path + ": not JSON (" + error.what() +
                   "); pass what model.to_json() wrote, the config.json of a .keras file, or the "
                   ".keras file");
@@ -542,8 +552,12 @@ KerasModel load_keras_model(const std::string& path, const std::optional<Shape>&
   const std::string class_name = model.at("class_name").get<std::string>();
   const json& config = model.at("config");
   try {
-    if (class_name == "Sequential") return sequential(config, path, input_shape);
-    if (class_name == "Functional" || class_name == "Model") return functional(config, path);
+    if (class_name == "Sequential" || class_name == "Functional" || class_name == "Model") {
+      KerasModel made = class_name == "Sequential" ? sequential(config, path, input_shape)
+                                                   : functional(config, path);
+      detail::require_unique_layer_names(made.model, path);
+      return made;
+    }
   } catch (const json::exception& error) {
     throw InvalidArgument(path + ": a member is missing or mistyped (" + error.what() + ")");
   }

@@ -33,8 +33,9 @@ struct DTypeName {
   const char* name;
 };
 constexpr DTypeName kDTypeNames[] = {
-    {DType::f32, "F32"}, {DType::f64, "F64"}, {DType::bf16, "BF16"}, {DType::f16, "F16"},
-    {DType::i32, "I32"}, {DType::i64, "I64"}, {DType::u8, "U8"}, {DType::i8, "I8"},     {DType::boolean, "BOOL"},
+    {DType::f32, "F32"}, {DType::f64, "F64"}, {DType::bf16, "BF16"},
+    {DType::f16, "F16"}, {DType::i32, "I32"}, {DType::i64, "I64"},
+    {DType::u8, "U8"},   {DType::i8, "I8"},   {DType::boolean, "BOOL"},
 };
 // Valid in the format, but without a Tandem dtype to load them into.
 constexpr const char* kForeignDTypes[] = {"I8",  "I16",     "U16",     "U32",
@@ -227,7 +228,7 @@ Safetensors decode_safetensors(std::span<const std::uint8_t> bytes, const std::s
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& error) {
+  } catch (const nlohmann::json::exception& error) {  // malformed, or a number out of range
     fail(what, std::string("the JSON header is malformed (") + error.what() +
                    "); the file is corrupt or truncated");
   }

@@ -209,6 +209,7 @@ nn::Model load_model(const std::string& directory) {
     detail::check_file_record(bytes, architecture.at("weights"), weights_path);
     const Safetensors stored = decode_safetensors(bytes, weights_path);
     nn::Model model = build_model(architecture, architecture_path);
+    detail::require_unique_layer_names(model, architecture_path);
     const NamedTensors weights = named_weights(model);
     std::vector<std::string> problems;
     detail::match_weights(weights, stored, kWeightsFile, problems);
@@ -220,8 +221,10 @@ nn::Model load_model(const std::string& directory) {
         throw IoError(mismatch.what());
       }
     }
-    for (const auto& [name, weight] : weights)
+    for (const auto& [name, weight] : weights) {
+      detail::require_finite(*stored.find(name), weights_path + ": weight '" + name + "'");
       tandem::detail::copy_into(weight, *stored.find(name), "load_model: " + name);
+    }
     if (const auto quantized = architecture.find("quantization"); quantized != architecture.end()) {
       std::vector<quantization::InputQuantization> inputs;
       for (const json& entry : *quantized) {

@@ -8,6 +8,7 @@
 
 #include "core/files.h"
 #include "core/text.h"
+#include "io/file_io.h"
 #include "run/checkpoints.h"
 #include "run/input.h"
 #include "run/process_settings.h"
@@ -165,6 +166,7 @@ struct Run::State {
   Phase phase = Phase::fresh;
 
   std::optional<io::CheckpointInfo> resume;
+  std::optional<io::detail::DirectoryLock> logdir_lock;
   std::shared_ptr<distribute::Strategy> strategy;
   std::int64_t global_batch = 0;
   double global_learning_rate = 0.0;
@@ -229,9 +231,14 @@ void Run::State::prepare() {
     if (config.logging.profile && !config.logging.trace_path.empty()) {
       require_writable_destination(config.logging.trace_path, name("trace"), Destination::file);
     }
-    // The configuration, as a run file that repeats the run.
+    // The folders it writes into must be folders (or not there yet).
+    require_replaceable(config.checkpoints.directory, Destination::folder, name("checkpoint-dir"));
+    require_replaceable(config.logging.logdir, Destination::folder, name("logdir"));
+    // The configuration, as a run file that repeats the run. One run a log folder: two would mix
+    // their TensorBoard files and run.toml.
     if (!config.logging.logdir.empty()) {
       std::filesystem::create_directories(config.logging.logdir);
+      logdir_lock.emplace(config.logging.logdir, ".logdir.lock");
       write_file_atomically(config.logging.logdir + "/run.toml", run_file_text(config));
     }
   }
@@ -343,6 +350,9 @@ void Run::State::prepare() {
     fit_options.callbacks.push_back(callback);
   // The other workers hold the same weights: the chief alone logs, saves and evaluates.
   if (!chief) fit_options.callbacks.clear();
+  // A diverged run stops with an error, before any checkpoint or log of its broken weights.
+  fit_options.callbacks.insert(fit_options.callbacks.begin(),
+                               std::make_shared<train::TerminateOnNaN>());
   // Pruning on every worker (each masks its own copy of the same weights), first of the
   // callbacks so that checkpoints and logs see the masked weights.
   pruning = pruning::make_pruning(config.pruning, model, total_steps);

@@ -8,6 +8,7 @@
 
 #include "core/files.h"
 #include "core/text.h"
+#include "core/toml_depth.h"
 #include "run/settings_table.h"
 #include "tandem/run.h"
 #include "tandem/runtime.h"
@@ -35,6 +36,12 @@ class RunFileReader {
       throw ConfigError(name_("config") + " " + error.what());
     }
     const std::string text(bytes.begin(), bytes.end());
+    if (const std::optional<TomlDepth> deep = toml_too_deep(text)) {
+      fail(deep->line,
+           "bad TOML (nested " + std::to_string(deep->depth) + " levels deep, more than " +
+               std::to_string(kMaxTomlDepth) + ")",
+           "a run file's keys are one level deep at most ([table] then key = value)");
+    }
     toml::table document;
     try {
       document = toml::parse(text, std::string_view(path_));

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/files.h"
+#include "io/file_io.h"
 #include "tandem/error.h"
 
 namespace tandem::sweep {
@@ -98,6 +99,11 @@ class Scheduler {
  public:
   Scheduler(const std::vector<Axis>& space, const SweepOptions& options)
       : options_(options), configurations_(configurations(space, options)) {
+    // One sweep a folder: a second one there would mark the first's finished trials failed and
+    // rank the wrong best. The lock goes with the process, however it ends.
+    require_replaceable(options.folder, Destination::folder, "the sweep folder");
+    fs::create_directories(options.folder);
+    lock_.emplace(options.folder);
     rungs_ = options.halving ? options.halving->rungs : std::vector<double>{1.0};
     promoted_.resize(rungs_.size());
     summary_.space = space;
@@ -311,6 +317,7 @@ class Scheduler {
   std::vector<Trial> running_;
   std::vector<Trial> interrupted_;
   Summary summary_;
+  std::optional<io::detail::DirectoryLock> lock_;  // the sweep folder's, while the sweep runs
 };
 
 void check_options(const SweepOptions& options) {

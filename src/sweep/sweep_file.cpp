@@ -9,6 +9,7 @@
 
 #include "core/files.h"
 #include "core/text.h"
+#include "core/toml_depth.h"
 #include "tandem/error.h"
 #include "tandem/sweep.h"
 
@@ -29,9 +30,16 @@ class SweepFileReader {
     } catch (const IoError& error) {
       throw ConfigError(error.what());
     }
+    const std::string text(bytes.begin(), bytes.end());
+    if (const std::optional<TomlDepth> deep = toml_too_deep(text)) {
+      fail(deep->line,
+           "bad TOML (nested " + std::to_string(deep->depth) + " levels deep, more than " +
+               std::to_string(kMaxTomlDepth) + ")",
+           "a sweep file's keys are in its four sections, a range one table deeper");
+    }
     toml::table document;
     try {
-      document = toml::parse(std::string(bytes.begin(), bytes.end()), std::string_view(path_));
+      document = toml::parse(text, std::string_view(path_));
     } catch (const toml::parse_error& error) {
       fail(static_cast<int>(error.source().begin.line),
            "bad TOML (" + std::string(error.description()) + ", column " +

@@ -139,6 +139,45 @@ bool EarlyStopping::improved(double value) const {
   return maximize_ ? value - min_delta_ > best_ : value + min_delta_ < best_;
 }
 
+// ---- TerminateOnNaN ----
+
+void TerminateOnNaN::on_train_begin(const Logs&) {
+  last_finite_.reset();
+}
+
+void TerminateOnNaN::on_epoch_begin(int epoch, const Logs&) {
+  epoch_ = epoch;
+}
+
+void TerminateOnNaN::on_train_batch_end(std::int64_t batch, const Logs& logs) {
+  step_ = epoch_ * params().steps + batch + 1;
+  check(logs, "at step " + std::to_string(step_) + " (epoch " + std::to_string(epoch_ + 1) +
+                  ", batch " + std::to_string(batch + 1) + ")");
+}
+
+void TerminateOnNaN::on_epoch_end(int epoch, const Logs& logs) {
+  check(logs, "by the end of epoch " + std::to_string(epoch + 1));
+}
+
+void TerminateOnNaN::check(const Logs& logs, const std::string& where) {
+  const auto loss = logs.find("loss");
+  if (loss == logs.end()) return;
+  if (std::isfinite(loss->second)) {
+    last_finite_ = loss->second;
+    last_finite_step_ = step_;
+    return;
+  }
+  const std::string last = last_finite_ ? "; the last finite loss seen was " +
+                                              std::to_string(*last_finite_) + " at step " +
+                                              std::to_string(last_finite_step_)
+                                        : "";
+  throw NonFiniteLoss(
+      "training diverged: the loss became " +
+      std::string(std::isnan(loss->second) ? "nan" : "inf") + " " + where + last +
+      "; try a lower learning rate, gradient clipping (clipnorm), or fp32 instead of fp16; the "
+      "checkpoints written before it (if any) hold the weights it had");
+}
+
 // Keras' rule: every epoch adds one to the wait, an improvement resets it, and training stops
 // once the wait reaches the patience (never after the first epoch).
 void EarlyStopping::on_epoch_end(int epoch, const Logs& logs) {

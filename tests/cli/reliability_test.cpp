@@ -5,12 +5,17 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include "cli/cli_runner.h"
+#include "io/file_io.h"
 
 namespace tandem::testing {
 namespace {
@@ -95,6 +100,126 @@ TEST(NonRegularInputs, EveryCommandRefusesThemAtOnce) {
   fs::remove(images);
   fs::create_directories(images);
   expect_refused(run_bounded(tiny_run(data)), {images, "a directory"});
+}
+
+// A device node where an output goes (a character device made in the test's own folder, with
+// /dev/null's numbers): every command refuses it before any work, names what it is, and leaves it
+// a device. (Written to a temporary file and renamed, it would have been replaced by a regular
+// file: as root, that destroyed the machine's /dev/full.)
+TEST(DeviceNodes, NoCommandReplacesOne) {
+  ScratchDir dir;
+  const std::string model = dir.file("model");
+  train_tiny_model(dir, model);
+  const std::string device = dir.file("null");
+  if (::mknod(device.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+    GTEST_SKIP() << "SKIPPED: mknod of a character device is not permitted here ("
+                 << std::strerror(errno) << "); the check it tests is in tests/core/files_test.cpp";
+  }
+  const auto still_a_device = [&] {
+    struct stat info {};
+    return ::stat(device.c_str(), &info) == 0 && S_ISCHR(info.st_mode);
+  };
+  const std::vector<std::vector<std::string>> commands{
+      {"data", "convert", dir.path().string(), device},
+      {"export", "--model", model, "--format", "onnx", "--output", device},
+      {"export", "--model", model, "--format", "keras", "--output", device},
+      {"export", "--model", model, "--format", "savedmodel", "--output", device},
+      with(tiny_run(dir), {"--report", device}),
+      with(tiny_run(dir), {"--save-model", device}),
+      with(tiny_run(dir), {"--checkpoint-dir", device}),
+      with(tiny_run(dir), {"--logdir", device}),
+      with(tiny_run(dir), {"--profile", "--trace", device}),
+      {"bench", "--model", "mlp", "--steps", "1", "--json", device},
+  };
+  for (const std::vector<std::string>& command : commands) {
+    SCOPED_TRACE(command.front() + " ... " + command.back());
+    const CliResult result = run_bounded(command);
+    expect_refused(result, {device, "a character device"});
+    EXPECT_EQ(result.out.find("test accuracy"), std::string::npos) << "it trained first";
+    ASSERT_TRUE(still_a_device()) << "the device node was replaced";
+  }
+}
+
+// A reader that goes away (`tandem train ... | head -1`) no longer kills the run with SIGPIPE
+// before it saves, nor does a closed standard output lose the results silently: the run
+// finishes, saves its model and writes its report, and its status and one line say that the
+// output was lost. Real pipes, whose reader has gone before the first line is written.
+TEST(ClosedOutput, APipeClosedEarlyLosesThePrintingNotTheModel) {
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 256, 16, 28, 28);
+  for (const std::string& output : {"pipe", "closed"}) {
+    SCOPED_TRACE(output);
+    const std::string model = dir.file(output + "-model");
+    const std::string report = dir.file(output + "-report.json");
+    std::string command = "exec " + shell_quote(TANDEM_CLI_PATH);
+    for (const std::string& arg :
+         with(tiny_run(dir), {"--epochs", "2", "--save-model", model, "--report", report}))
+      command += " " + shell_quote(arg == "--quiet" ? "--verbose" : arg);  // plenty to print
+    command += " 2>" + shell_quote(dir.file(output + ".err"));
+    // The reader (`true`) is gone a second before tandem starts; or there is no output at all.
+    const std::string script = output == "pipe"
+                                   ? "(sleep 1; " + command + ") | true; echo ${PIPESTATUS[0]}"
+                                   : "(" + command + " >&-); echo $?";
+    const ShellResult run = run_capturing("bash -c " + shell_quote(script));
+    EXPECT_EQ(run.output, "1\n");
+    const std::string errors = slurp(dir.file(output + ".err"));
+    expect_contains(errors, "the output could not all be written to standard output");
+    EXPECT_TRUE(fs::exists(model + "/model.safetensors")) << errors;
+    EXPECT_TRUE(JsonChecker(slurp(report)).valid()) << errors;
+  }
+}
+
+// What the file system refuses (a symbolic link loop, a name too long, a sweep folder that is a
+// file) is the user's to fix: one line naming the path and the reason, never "a bug in Tandem".
+TEST(FileSystemRefusals, AreOneLineErrorsNamingThePath) {
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 32, 16, 28, 28);
+  const std::string loop = dir.file("loop");
+  fs::create_symlink(loop, loop);
+  const CliResult looped = run_bounded(with(tiny_run(dir), {"--logdir", loop + "/logs"}));
+  expect_refused(looped, {loop, "Too many levels of symbolic links"});
+  const std::string long_name = dir.file(std::string(300, 'x'));
+  const CliResult too_long = run_bounded(with(tiny_run(dir), {"--logdir", long_name}));
+  expect_refused(too_long, {"File name too long"});
+  const std::string file = dir.file("taken");
+  std::ofstream(file) << "x";
+  std::ofstream(dir.file("sweep.toml"))
+      << "[sweep]\nfolder = \"" << file << "\"\n[space]\nlr = [0.001]\n";
+  expect_refused(run_bounded({"sweep", dir.file("sweep.toml")}),
+                 {"the sweep folder " + file + ": is a file, not a folder"});
+  for (const CliResult* result : {&looped, &too_long})
+    EXPECT_EQ(result->err.find("a bug"), std::string::npos) << result->err;
+}
+
+// One writer a folder: a run's log folder and a sweep's folder are locked while their process
+// lives, as checkpoint folders are, so a second run or sweep there is refused, naming the
+// holder's pid, instead of mixing its files with the first's (and ranking the wrong best).
+TEST(OneWriterAFolder, ASecondRunOrSweepInAFolderInUseIsRefused) {
+  ScratchDir dir;
+  write_tiny_fashion_mnist(dir.path(), 32, 16, 28, 28);
+  const std::string logs = dir.file("logs");
+  fs::create_directories(logs);
+  {
+    // This process is the first run there.
+    const io::detail::DirectoryLock first(logs, ".logdir.lock");
+    const CliResult second = run_bounded(with(tiny_run(dir), {"--logdir", logs}));
+    expect_refused(second, {"the folder " + logs + " is in use by another Tandem process (pid " +
+                            std::to_string(::getpid()) + ")"});
+    EXPECT_FALSE(fs::exists(logs + "/run.toml")) << "the second run wrote into the folder";
+  }
+  ASSERT_EQ(run_bounded(with(tiny_run(dir), {"--logdir", logs})).status, 0);
+
+  const std::string sweeps = dir.file("sweeps");
+  fs::create_directories(sweeps);
+  std::ofstream(dir.file("sweep.toml"))
+      << "[sweep]\nfolder = \"" << sweeps << "\"\n[base]\nmodel = \"mlp\"\nepochs = 1\n"
+      << "data-dir = \"" << dir.path().string() << "\"\n[space]\nlr = [0.001]\n";
+  {
+    const io::detail::DirectoryLock first(sweeps);
+    const CliResult second = run_bounded({"sweep", dir.file("sweep.toml")});
+    expect_refused(second, {"the folder " + sweeps + " is in use by another Tandem process"});
+    EXPECT_FALSE(fs::exists(sweeps + "/sweep.json")) << "the second sweep wrote its progress";
+  }
 }
 
 TEST(ChecksBeforeTheFirstStep, BadDestinationsAndOptionsStopTheRunBeforeItTrains) {

@@ -85,6 +85,14 @@ TEST(TrainData, TrainsFromTfRecordsThatConvertWrote) {
   expect_contains(raw.out,
                   "(image 'image' raw pixels, label 'label'), 10 classes: 40 training, "
                   "no test images (6, 5, 1)");
+
+  // The same file named twice trains on it twice an epoch, which is said.
+  const CliResult twice =
+      run_cli({"train", "--data", dir.file("raw.tfrecord") + "," + dir.file("raw.tfrecord"),
+               "--model", "mlp", "--epochs", "1", "--threads", "1", "--quiet"});
+  ASSERT_EQ(twice.status, 0) << twice.err;
+  expect_contains(twice.err, "warning: --data names " + dir.file("raw.tfrecord") +
+                                 " more than once; its examples are read that many times");
 }
 
 TEST(TrainData, TrainsFromTfRecordsThatTensorFlowWrote) {

@@ -4,6 +4,7 @@
 // messages that name the path, what is there and what was expected.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iostream>
 #include <thread>
 
 #include "core/files.h"
@@ -196,6 +198,43 @@ TEST(RequireWritableDestination, RefusesWhatCannotBecomeTheFileOrFolder) {
   require_writable_destination(scratch.path("report.json"), "--report", Destination::file);
   require_writable_destination(scratch.path("model"), "--save-model", Destination::folder);
   EXPECT_EQ(names_in(scratch.path()).size(), 2u);  // the FIFO and "taken"
+}
+
+// The writers' own check (require_replaceable, made by write_file_atomically): what is at the
+// destination must be a file to replace. A FIFO and a character device stay what they were, and
+// nothing is left beside them; a device node made in the test's folder stands for /dev/full.
+TEST(WriteFileAtomically, NeverReplacesAFifoOrADeviceNode) {
+  Scratch scratch;
+  std::vector<std::pair<std::string, std::string>> nodes;
+  const std::string fifo = scratch.path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  nodes.emplace_back(fifo, "a FIFO (named pipe)");
+  const std::string device = scratch.path("null");
+  if (::mknod(device.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {
+    nodes.emplace_back(device, "a character device");
+  } else {
+    std::cout << "[test] no character device: mknod is not permitted here\n";
+  }
+  for (const auto& [path, kind] : nodes) {
+    SCOPED_TRACE(path);
+    const mode_t before = [&] {
+      struct stat info {};
+      EXPECT_EQ(::stat(path.c_str(), &info), 0);
+      return info.st_mode & S_IFMT;
+    }();
+    const std::string message =
+        io_error_within_seconds([&] { write_file_atomically(path, "results"); });
+    expect_contains(message, {"not a file to replace"});
+    EXPECT_NE(message.find(path + ": is " + kind), std::string::npos) << message;
+    struct stat after {};
+    ASSERT_EQ(::stat(path.c_str(), &after), 0);
+    EXPECT_EQ(after.st_mode & S_IFMT, before) << "replaced";
+    EXPECT_THROW(require_replaceable(path, Destination::folder), IoError);
+  }
+  // Nothing was left beside them, and a regular file or an absent one is replaceable.
+  EXPECT_EQ(names_in(scratch.path()).size(), nodes.size());
+  EXPECT_NO_THROW(require_replaceable(scratch.file("taken", "x"), Destination::file));
+  EXPECT_NO_THROW(require_replaceable(scratch.path("absent"), Destination::folder));
 }
 
 TEST(IsGzipFile, LooksOnlyAtRegularFiles) {

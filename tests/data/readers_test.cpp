@@ -166,6 +166,20 @@ TEST(TFRecord, ExampleSpecDefaultsAndMismatches) {
   const ExampleSpec wrong_shape{{"label", FeatureSpec::int64({2})}};
   EXPECT_NE(testing::error_of([&] { parse_example(bytes, &wrong_shape); }).find("do not fill"),
             std::string::npos);
+  // An integer the spec's dtype cannot hold is refused, not wrapped (2^62 as i32 was class 0).
+  Element huge;
+  huge.set("label", Tensor::scalar(static_cast<double>(std::int64_t{1} << 62), DType::i64));
+  const ExampleSpec narrow{{"label", FeatureSpec::int64({}, DType::i32)}};
+  expect_contains(testing::error_of([&] { parse_example(serialize_example(huge), &narrow, "r"); }),
+                  {"r: feature 'label': the value 4611686018427387904 does not fit i32",
+                   "-2147483648 to 2147483647"});
+  Element negative;
+  negative.set("label", Tensor::scalar(-1, DType::i64));
+  const ExampleSpec bytes_wide{{"label", FeatureSpec::int64({}, DType::u8)}};
+  expect_contains(
+      testing::error_of([&] { parse_example(serialize_example(negative), &bytes_wide); }),
+      {"the value -1 does not fit u8 (0 to 255)"});
+  EXPECT_EQ(parse_example(bytes, &narrow).at("label").item(), 3.0);  // in range: read as it is
   // Malformed bytes are an IoError naming where.
   Bytes cut = bytes;
   cut.pop_back();

@@ -5,7 +5,11 @@
 // (tests/io/interop_test.cpp loads the exports in TensorFlow and Keras-written files in Tandem.)
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "core/files.h"
+#include "core/tensor_copy.h"
 #include "io/io_support.h"
 #include "support/errors.h"
 
@@ -44,6 +48,33 @@ TEST(KerasFile, AnExportReadsBackWithTheSamePredictions) {
     const Tensor x = random_uniform({3, 12, 12, 1}, 0.0, 1.0, DType::f32);
     EXPECT_TRUE(testing::same_bits(loaded.model.predict(x), model.predict(x)));
   }
+}
+
+// A model whose weights hold NaN or infinities (saved after its training diverged) is refused when
+// its weights load, naming the file, the weight and the layer: it would only train on NaN.
+TEST(KerasFile, WeightsThatAreNotFiniteAreRefusedByName) {
+  ScratchDir scratch;
+  nn::clear_session();
+  nn::Model model = nn::zoo::build("mlp", {4, 4, 1}, 3);
+  const Tensor kernel = model.layers().back().weights().front();  // the last Dense's kernel
+  std::vector<float> values = kernel.to_vector<float>();
+  values[1] = std::nanf("");
+  values[4] = std::numeric_limits<float>::infinity();
+  tandem::detail::copy_into(kernel, Tensor::from_vector(values, kernel.shape()), "test");
+  const std::string path = scratch.file("diverged.keras");
+  io::export_keras(model, path);
+  nn::clear_session();
+  io::KerasModel loaded = io::load_keras_model(path);
+  const std::string message = io_error([&] { io::load_keras_weights(loaded.model, path); });
+  EXPECT_NE(message.find(path + ": weight 0 of layer '" + model.layers().back().name() +
+                         "' holds 2 NaN or infinite values of "),
+            std::string::npos)
+      << message;
+  // The same for a saved model.
+  model.save(scratch.file("saved"));
+  const std::string saved = io_error([&] { io::load_model(scratch.file("saved")); });
+  EXPECT_NE(saved.find("holds 2 NaN or infinite values"), std::string::npos) << saved;
+  EXPECT_NE(saved.find(kernel.name()), std::string::npos) << saved;
 }
 
 TEST(KerasFile, RefusesWhatItCannotReadOrWriteAndChangesNothing) {

@@ -8,9 +8,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "data/idx_files.h"
 #include "data/image_folders.h"
+#include "support/crash_at.h"
 #include "tandem/image.h"
 #include "tandem/io.h"
 #include "tandem/run.h"
@@ -22,6 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::ScratchDir;
 using testing::write_class_folders;
+using testing::write_tiny_fashion_mnist;
 
 // A quiet run of the MLP whose log is kept.
 struct DataRun {
@@ -70,6 +73,28 @@ TEST(Data, AnImageFolderWithTrainValAndTestSplits) {
   EXPECT_NE(saved.find("\"top\""), std::string::npos) << saved;
 }
 
+// A class folder whose name is not UTF-8 is refused before training, naming it printably: the
+// name would be saved with the model, the logs and the report (all UTF-8), and the run used to
+// fail at its end, losing the trained model.
+TEST(Data, AClassFolderNameThatIsNotUtf8IsRefusedBeforeTraining) {
+  ScratchDir dir;
+  write_class_folders(dir.path() / "photos", 4, 1);
+  fs::rename(dir.path() / "photos" / "top", dir.path() / "photos" / "t\xf6p");
+  DataRun run;
+  run.config.data.images.training = dir.file("photos");
+  try {
+    run.run();
+    ADD_FAILURE() << "it trained";
+  } catch (const ConfigError& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("the class folder 't\\xF6p' has a name that is not "
+                        "UTF-8; rename it"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(run.log.str().find("Epoch 1"), std::string::npos) << run.log.str();
+}
+
 TEST(Data, AFlatImageFolderSplitsAtRandomAndHasNoTestSet) {
   ScratchDir dir;
   write_class_folders(dir.path() / "flat", 20, 3);
@@ -109,12 +134,12 @@ TEST(Data, TfRecordsOfEncodedImagesAndOfRawPixels) {
   EXPECT_GE(*report.test_accuracy, 0.9) << encoded.log.str();
 }
 
-TEST(Data, Cifar10Batches) {
-  ScratchDir dir;
+// CIFAR-10's binary batches in `folder`/cifar-10-batches-bin: 40 training and 20 test images of
+// three classes, each bright in its own colour (a record: a label byte, then the red, green and
+// blue planes of 32x32), with some texture.
+void write_cifar10(const fs::path& folder) {
   testing::Bytes train;
   testing::Bytes test;
-  // Three classes, each bright in its own colour (CIFAR-10 records: a label byte, then the red,
-  // green and blue planes of 32x32), with some texture.
   for (int i = 0; i < 60; ++i) {
     testing::Bytes& batch = i < 40 ? train : test;
     const int label = i % 3;
@@ -126,9 +151,14 @@ TEST(Data, Cifar10Batches) {
       }
     }
   }
-  fs::create_directories(dir.path() / "cifar-10-batches-bin");
-  testing::write_file(dir.file("cifar-10-batches-bin/data_batch_1.bin"), train);
-  testing::write_file(dir.file("cifar-10-batches-bin/test_batch.bin"), test);
+  fs::create_directories(folder / "cifar-10-batches-bin");
+  testing::write_file((folder / "cifar-10-batches-bin/data_batch_1.bin").string(), train);
+  testing::write_file((folder / "cifar-10-batches-bin/test_batch.bin").string(), test);
+}
+
+TEST(Data, Cifar10Batches) {
+  ScratchDir dir;
+  write_cifar10(dir.path());
   DataRun run;
   run.config.data.images.training = dir.path().string();
   const Report report = run.run();
@@ -137,6 +167,70 @@ TEST(Data, Cifar10Batches) {
   EXPECT_EQ(report.num_classes, 10);
   ASSERT_TRUE(report.test_accuracy);
   EXPECT_GE(*report.test_accuracy, 0.9) << run.log.str();
+}
+
+// A run on any reader's data resumes from its checkpoint: with the data it carries, and with the
+// data given again (the CLI's --data repeated). Runs that named their data used to be
+// unresumable: the checkpoint carried the default Fashion-MNIST folder beside the spec, and the
+// two clashed.
+TEST(Data, ARunOnEveryReadersDataResumes) {
+  ScratchDir dir;
+  fs::create_directories(dir.path() / "fashion");
+  write_tiny_fashion_mnist(dir.path() / "fashion", 64, 16, 28, 28);
+  write_class_folders(dir.path() / "photos", 16, 9);
+  write_cifar10(dir.path() / "cifar");
+  data::write_tfrecord(data::Pipeline::image_folder(dir.file("photos")),
+                       dir.file("photos.tfrecord"));
+  struct Reader {
+    std::string name;
+    std::function<void(RunConfig&)> names_data;
+  };
+  const std::vector<Reader> readers{
+      {"fashion-mnist",
+       [&](RunConfig& c) { c.data.images.fashion_mnist_dir = dir.file("fashion"); }},
+      {"idx",
+       [&](RunConfig& c) {
+         c.data.images.training = dir.file("fashion/train-images-idx3-ubyte.gz") + "," +
+                                  dir.file("fashion/train-labels-idx1-ubyte.gz");
+       }},
+      {"cifar10", [&](RunConfig& c) { c.data.images.training = dir.file("cifar"); }},
+      {"images", [&](RunConfig& c) { c.data.images.training = dir.file("photos"); }},
+      {"tfrecord", [&](RunConfig& c) { c.data.images.training = dir.file("photos.tfrecord"); }},
+  };
+  for (const Reader& reader : readers) {
+    SCOPED_TRACE(reader.name);
+    RunConfig config;
+    config.model = "mlp";
+    config.epochs = 2;
+    config.batch_size = 8;
+    config.threads = 1;
+    config.verbosity = 0;
+    reader.names_data(config);
+    config.checkpoints.directory = dir.file(reader.name + "-checkpoints");
+    config.checkpoints.every_steps = 2;
+    {
+      run::Run crashing(
+          config,
+          {.log = nullptr, .out = nullptr, .callbacks = {std::make_shared<testing::CrashAt>(3)}});
+      EXPECT_THROW(crashing.run(), IoError);
+    }
+    const std::string copy = dir.file(reader.name + "-copy");
+    fs::copy(config.checkpoints.directory, copy, fs::copy_options::recursive);
+    // As the checkpoint carries it.
+    RunConfig carried = resumed_config(config.checkpoints.directory);
+    carried.threads = 1;
+    carried.verbosity = 0;
+    EXPECT_EQ(carried.data.images.training, config.data.images.training);
+    EXPECT_EQ(run::Run(carried, {.log = nullptr, .out = nullptr}).run().history.at("loss").size(),
+              2u);
+    // Given again: the data options the caller sets replace the carried ones.
+    RunConfig given = resumed_config(copy, {reader.name == "fashion-mnist" ? "data-dir" : "data"});
+    reader.names_data(given);
+    given.threads = 1;
+    given.verbosity = 0;
+    EXPECT_EQ(run::Run(given, {.log = nullptr, .out = nullptr}).run().history.at("loss").size(),
+              2u);
+  }
 }
 
 }  // namespace

@@ -103,6 +103,34 @@ TEST_F(RunFile, EveryMistakeNamesTheFileTheLineAndTheKey) {
   EXPECT_NE(folder.find("not a regular file"), std::string::npos) << folder;
 }
 
+// TOML nested deeper than a run file needs is refused before the parser sees it: a 40,000-part
+// dotted key, or arrays nested 40,000 deep, overflowed the stack of toml++'s recursive parser and
+// killed the process.
+TEST_F(RunFile, DeepNestingIsBadTomlNotACrash) {
+  std::string dotted = "epochs = 2\n";
+  for (int part = 0; part < 40000; ++part)
+    dotted += (part == 0 ? "a" : ".a");
+  dotted += " = 1\n";
+  const std::string keys = error_of([&] { load_run_file(write("dotted.toml", dotted)); });
+  EXPECT_NE(keys.find("dotted.toml:2: bad TOML (nested 33 levels deep, more than 32)"),
+            std::string::npos)
+      << keys;
+  const std::string arrays = error_of([&] {
+    load_run_file(write("arrays.toml",
+                        "lr = " + std::string(40000, '[') + "1" + std::string(40000, ']') + "\n"));
+  });
+  EXPECT_NE(arrays.find("arrays.toml:1: bad TOML (nested 33 levels deep"), std::string::npos)
+      << arrays;
+  // Dots in values, strings and comments are no nesting; a few levels are fine.
+  EXPECT_EQ(load_run_file(
+                write("fine.toml",
+                      "# a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z.a.b.c.d.e.f.g\n"
+                      "[optimizer]\nlr = 0.5\n"
+                      "logdir = \"a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z.a.b.c.d\"\n"))
+                .optimizer.learning_rate,
+            0.5);
+}
+
 // A caller's own keys (the CLI's report) are read with its check; messages name settings as the
 // caller spells them.
 TEST_F(RunFile, ACallerAddsItsOwnKeysAndNames) {

@@ -3,6 +3,7 @@
 // stop it, and refuses bad data and settings before the first step, naming the field.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -270,6 +271,49 @@ TEST(Run, AResumedRunEndsWithTheBitsOfAnUninterruptedOne) {
                         config.checkpoints.directory),
               std::string::npos)
         << error.what();
+  }
+}
+
+// A run whose loss becomes NaN (a learning rate of 1e30) stops with an error naming the step and
+// what to try, instead of training on NaN to the end; the checkpoints it leaves are all of
+// finite weights, the last good one the newest.
+TEST(Run, ADivergedRunStopsWithAnErrorAndKeepsItsLastGoodCheckpoint) {
+  ScratchDir dir;
+  RunConfig config = tiny_config(dir);
+  config.optimizer.learning_rate = 1e30;
+  config.optimizer.schedule = "constant";
+  config.checkpoints.directory = dir.file("checkpoints");
+  config.checkpoints.every_steps = 1;
+  config.checkpoints.keep = 0;  // every one, to look at them all
+  config.checkpoints.save_model = dir.file("model");
+  try {
+    run_to_end(config);
+    ADD_FAILURE() << "the diverged run ended normally";
+  } catch (const train::NonFiniteLoss& error) {
+    const std::string message = error.what();
+    // Caught by the loss (nan or inf at a step) or, where an update made the weights infinite
+    // first, by the checkpoint of that step.
+    EXPECT_TRUE(message.starts_with("training diverged: the loss became ") ||
+                message.starts_with("training diverged: the checkpoint at step "))
+        << message;
+    EXPECT_NE(message.find("try a lower learning rate"), std::string::npos) << message;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("model"))) << "the diverged model was saved";
+  const std::vector<io::CheckpointInfo> kept = io::list_checkpoints(config.checkpoints.directory);
+  EXPECT_FALSE(kept.empty()) << "the first step's checkpoint was good";
+  for (const io::CheckpointInfo& checkpoint : kept) {
+    EXPECT_TRUE(std::isfinite(checkpoint.logs.at("loss"))) << checkpoint.path;
+    nn::clear_session();  // the layer names the run gave its model
+    nn::Model model = nn::zoo::build("mlp", {28, 28, 1}, 10);
+    model.compile({.optimizer = train::Adam(1e-3),
+                   .loss = train::SparseCategoricalCrossentropy(true),
+                   .metrics = {"accuracy"}});
+    io::restore_checkpoint(checkpoint.path, model);
+    for (const Tensor& weight : model.weights()) {
+      for (const float value : weight.to_vector<float>())
+        ASSERT_TRUE(std::isfinite(value))
+            << checkpoint.path << " holds a weight that is not finite";
+    }
   }
 }
 
