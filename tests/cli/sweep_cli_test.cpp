@@ -66,6 +66,22 @@ std::string table_without_times(const std::string& path) {
   return kept;
 }
 
+// A trial whose loss becomes NaN is a failed trial, whatever its metric would say (a diverged
+// run used to train to the end and could rank by a meaningless figure): the run stops with its
+// error, which the table shows, and the best is the trial that trained.
+TEST(SweepCli, ATrialWhoseLossBecomesNanFails) {
+  ScratchDir dir;
+  write_fashion_slice(dir.path() / "data", 200, 50);
+  write_text(dir.file("nan.toml"), "[sweep]\nfolder = \"" + dir.file("nan") + "\"\n\n" +
+                                       base_section(dir.file("data"), 1) +
+                                       "lr-schedule = \"constant\"\n"
+                                       "\n[space]\nlr = [1e-3, 1e30]\n");
+  const CliResult result = run_cli({"sweep", dir.file("nan.toml")});
+  ASSERT_EQ(result.status, 0) << result.out << result.err;
+  expect_contains(result.out, "trial-02 lr=1e+30: failed: training diverged: the loss became");
+  expect_contains(result.out, "best: trial-01");
+}
+
 TEST(SweepCli, RunsAGridTwoAtATimeThatTensorBoardReads) {
   ScratchDir dir;
   write_fashion_slice(dir.path() / "data", 1000, 200);
