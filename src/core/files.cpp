@@ -1,6 +1,7 @@
 #include "core/files.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -223,6 +224,7 @@ void write_file_durably(const std::string& path, std::span<const std::uint8_t> b
 
 void write_file_atomically(const std::string& path, std::span<const std::uint8_t> bytes) {
   require_replaceable(path, Destination::file);
+  remove_stale_siblings(path, "tmp");
   const std::string temporary = hidden_sibling(path, "tmp");
   write_file_durably(temporary, bytes);
   try {
@@ -263,6 +265,30 @@ std::string hidden_sibling(const std::string& path, const std::string& kind) {
   return (target.parent_path() / ("." + kind + "-" + target.filename().string() + "-" +
                                   std::to_string(::getpid()) + "-" + std::to_string(counter++)))
       .string();
+}
+
+void remove_stale_siblings(const std::string& path, const std::string& kind) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = "." + kind + "-" + target.filename().string() + "-";
+  std::error_code error;
+  const fs::path folder = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  for (fs::directory_iterator entry(folder, error), end; !error && entry != end;
+       entry.increment(error)) {
+    const std::string name = entry->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    // ".<kind>-<name>-<pid>-<n>": the writer's pid, and whether it still runs.
+    const std::string rest = name.substr(prefix.size());
+    const std::size_t dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0 || dash > 9 ||
+        rest.find_first_not_of("0123456789") != dash) {
+      continue;
+    }
+    const auto pid = static_cast<pid_t>(std::stol(rest.substr(0, dash)));
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    fs::remove_all(entry->path(), ignored);
+  }
 }
 
 void require_replaceable(const std::string& path, Destination kind, std::string_view what) {

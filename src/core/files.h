@@ -87,6 +87,10 @@ void sync_directory(const std::string& path);
 void rename_path(const std::string& from, const std::string& to, const std::string& what);
 // A hidden name beside `path` for a temporary or doomed copy of it: ".<kind>-<name>-<pid>-<n>".
 std::string hidden_sibling(const std::string& path, const std::string& kind);
+// Removes the hidden siblings of `kind` (files or folders) that a process no longer running left
+// beside `path`: the temporary copies of a save or an export killed mid-way. The next write there
+// calls it; copies of a process still running are left alone.
+void remove_stale_siblings(const std::string& path, const std::string& kind);
 // What a destination is to become: a file (a report) or a folder (a saved model).
 enum class Destination { file, folder };
 // Throws IoError unless what is at `path` (if anything; symbolic links followed) is of `kind`: the

@@ -40,6 +40,7 @@ void write_directory(const std::string& target, const std::vector<FolderFile>& f
   const fs::path absolute = fs::absolute(target);
   std::error_code error;
   fs::create_directories(absolute.parent_path(), error);
+  remove_stale_siblings(absolute.string(), "tmp");
   const std::string staged = hidden_sibling(absolute.string(), "tmp");
   if (!fs::create_directory(staged, error)) {
     throw IoError("cannot create the folder " + staged + ": " + error.message());

@@ -237,6 +237,21 @@ TEST(WriteFileAtomically, NeverReplacesAFifoOrADeviceNode) {
   EXPECT_NO_THROW(require_replaceable(scratch.path("absent"), Destination::folder));
 }
 
+// The temporary copy a killed save or export left (".tmp-<name>-<pid>-<n>", the pid no longer
+// running) goes with the next write there; one of a process still running stays.
+TEST(WriteFileAtomically, RemovesTheTemporaryCopiesOfWritersThatDied) {
+  Scratch scratch;
+  const std::string dead = scratch.file(".tmp-report.json-999999999-0", "half");  // past pid_max
+  const std::string alive =
+      scratch.file(".tmp-report.json-" + std::to_string(::getppid()) + "-3", "in progress");
+  const std::string other = scratch.file(".tmp-other.json-999999999-0", "another file's");
+  write_file_atomically(scratch.path("report.json"), "results");
+  EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_TRUE(std::filesystem::exists(alive));
+  EXPECT_TRUE(std::filesystem::exists(other));
+  EXPECT_EQ(names_in(scratch.path()).size(), 3u);
+}
+
 TEST(IsGzipFile, LooksOnlyAtRegularFiles) {
   Scratch scratch;
   EXPECT_TRUE(is_gzip_file(scratch.file("a.gz", std::string("\x1f\x8b\x08", 3))));
