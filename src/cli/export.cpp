@@ -96,10 +96,11 @@ const CommandSpec& export_spec() {
 
 int run_export(const ParsedArgs& args) {
   const ExportOptions options = export_options().read(args);
-  // Before any work: a SavedModel is a folder, the others files.
-  require_writable_destination(
-      options.output, "--output",
-      options.format == "savedmodel" ? Destination::folder : Destination::file);
+  // Before any work: what is there must be what the format writes (a SavedModel is a folder,
+  // whose parents it makes, as TensorFlow Serving's model/version layout wants; the others files).
+  require_replaceable(options.output,
+                      options.format == "savedmodel" ? Destination::folder : Destination::file,
+                      "--output");
   const nn::Model model = io::load_model(options.model_dir);
   std::string input_dims;
   for (std::size_t i = 1; i < model.input_shape().size(); ++i)
