@@ -64,10 +64,13 @@ void RunCheckpoints::prepare(nn::Model& model, const data::Dataset& training,
   }
   if (!resume_) return;
   if (resume_->steps_per_epoch != training.num_batches()) {
-    throw InvalidArgument(
-        name_("resume") + " " + resume_->path + ": the run had " +
-        std::to_string(resume_->steps_per_epoch) + " batches per epoch, this data gives " +
-        std::to_string(training.num_batches()) + "; resume with the data set the run used");
+    const std::string difference = data_source_difference(config_, *resume_, name_);
+    throw InvalidArgument(name_("resume") + " " + resume_->path + ": the run had " +
+                          std::to_string(resume_->steps_per_epoch) +
+                          " batches per epoch, this data gives " +
+                          std::to_string(training.num_batches()) +
+                          (difference.empty() ? "" : " (" + difference + ")") +
+                          "; resume with the data set the run used");
   }
   const io::CheckpointInfo restored = io::restore_checkpoint(resume_->path, model);
   fit_options.initial_epoch = restored.position.epoch;

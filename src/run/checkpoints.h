@@ -17,6 +17,10 @@ void check_resumable(const RunConfig& config, const io::CheckpointInfo& checkpoi
                      const SettingName& name);
 // Throws ConfigError when the checkpoint's run trained on another number of replicas.
 void check_replicas(const io::CheckpointInfo& checkpoint, int replicas, const SettingName& name);
+// "the run read its training data from --data-dir X, this one from --data Y" when the data
+// source a resumed run names differs from the one its checkpoint records; "" when the same.
+std::string data_source_difference(const RunConfig& config, const io::CheckpointInfo& checkpoint,
+                                   const SettingName& name);
 // Whether the checkpoints in a folder are of the run `config` defines.
 bool same_run(const RunConfig& config, const io::CheckpointInfo& checkpoint);
 

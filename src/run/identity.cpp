@@ -114,6 +114,26 @@ void check_replicas(const io::CheckpointInfo& checkpoint, int replicas, const Se
   }
 }
 
+std::string data_source_difference(const RunConfig& config, const io::CheckpointInfo& checkpoint,
+                                   const SettingName& name) {
+  const io::RunConfig record = current_keys(checkpoint.config);
+  // Where the run read its training data: its spec, or the Fashion-MNIST folder.
+  const auto source = [&](const auto& text_of) {
+    const std::string data = text_of("data");
+    return data.empty() ? std::pair{std::string("data-dir"), text_of("data-dir")}
+                        : std::pair{std::string("data"), data};
+  };
+  const auto [then_key, then_text] = source([&](const std::string& key) {
+    const auto found = record.find(key);
+    return found == record.end() ? std::string() : found->second;
+  });
+  const auto [now_key, now_text] =
+      source([&](const std::string& key) { return setting_text(config, key); });
+  if (then_key == now_key && then_text == now_text) return "";
+  return "the run read its training data from " + name(then_key) + " " + then_text +
+         ", this one from " + name(now_key) + " " + now_text;
+}
+
 bool same_run(const RunConfig& config, const io::CheckpointInfo& checkpoint) {
   const io::RunConfig record = current_keys(checkpoint.config);
   for (const Entry& entry : entries()) {

@@ -115,6 +115,17 @@ TEST(CliCheckpoints, MistakesAreUsageErrorsNamingTheOption) {
   EXPECT_NE(other_model.err.find("--model cnn differs from the run being resumed (--model mlp"),
             std::string::npos)
       << other_model.err;
+  // Other data, named with another option than the run's: the message names both.
+  ScratchDir other;
+  testing::write_tiny_fashion_mnist(other.path(), 64, 16, 28, 28);
+  const CliResult other_data =
+      run_cli({"train", "--resume", checkpoints, "--data", other.path().string(), "--quiet"});
+  EXPECT_EQ(other_data.status, 1);
+  EXPECT_NE(
+      other_data.err.find("the run read its training data from --data-dir " + tiny_data().dir() +
+                          ", this one from --data " + other.path().string()),
+      std::string::npos)
+      << other_data.err;
   // The same value, spelt differently, is no change.
   const CliResult same_lr = run_cli({"train", "--resume", checkpoints, "--lr", "1e-3", "--quiet"});
   EXPECT_EQ(same_lr.status, 0) << same_lr.err;
