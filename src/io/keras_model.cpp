@@ -560,6 +560,9 @@ KerasModel load_keras_model(const std::string& path, const std::optional<Shape>&
     }
   } catch (const json::exception& error) {
     throw InvalidArgument(path + ": a member is missing or mistyped (" + error.what() + ")");
+  } catch (const OutOfMemory& error) {
+    throw OutOfMemory(path + ": " + error.what(), error.device(), error.requested_bytes(),
+                      error.held_bytes(), error.available_bytes());
   }
   throw InvalidArgument(path + ": model class '" + class_name +
                         "' is not supported; Tandem reads Sequential and Functional models");

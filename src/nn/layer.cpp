@@ -168,7 +168,17 @@ std::vector<Tensor> LayerBase::non_trainable_weights() const {
 
 Tensor LayerBase::add_weight(const std::string& name, const Shape& shape, Initializer initializer,
                              DType dtype, Device device, bool trainable) {
-  Tensor weight = initialize(initializer, shape, dtype).to(device);
+  Tensor weight;
+  try {
+    weight = initialize(initializer, shape, dtype).to(device);
+  } catch (const OutOfMemory& error) {
+    // Which layer asked for how much: a model file with 10^12 units otherwise reads as a bare
+    // "out of memory ... 2459 TiB".
+    throw OutOfMemory(
+        describe(*this) + ": its weight '" + name + "' " + shape_str(shape) + " " +
+            dtype_name(dtype) + " does not fit (" + error.what() + "); make the layer smaller",
+        error.device(), error.requested_bytes(), error.held_bytes(), error.available_bytes());
+  }
   weight.set_name(name_ + "/" + name);
   weight.set_variable(trainable && trainable_);
   weights_.push_back(Weight{weight, trainable});

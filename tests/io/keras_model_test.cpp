@@ -184,6 +184,47 @@ TEST(KerasModel, ASequentialCnnHasKerasWeightsAndEndsInASoftmax) {
                                       "conv2d_1/bias", "dense/kernel", "dense/bias"}));
 }
 
+// Files that describe what cannot be: a layer too large for the memory (10^12 units) names the
+// file, the layer and its weight; two layers of one name are refused at load, as Keras refuses
+// them; a number past a double's range (1e400) and a legacy .h5 file are named for what they are.
+TEST(KerasModel, ImpossibleModelsAreNamedByFileAndLayer) {
+  ScratchDir scratch;
+  json huge = sequential_cnn();
+  huge["config"]["layers"].back() = dense("huge", 0, "softmax");
+  huge["config"]["layers"].back()["config"]["units"] = 1'000'000'000'000;
+  const std::string huge_path = write_json(scratch, "huge.json", huge);
+  try {
+    io::load_keras_model(huge_path);
+    ADD_FAILURE() << "a layer of 10^12 units loaded";
+  } catch (const OutOfMemory& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find(huge_path + ": Dense 'huge': its weight 'kernel' (7744, 1000000000000)"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("make the layer smaller"), std::string::npos) << message;
+  }
+  json twice = sequential_cnn();
+  twice["config"]["layers"][3]["config"]["name"] = "conv2d";  // the second Conv2D as the first
+  const std::string twice_path = write_json(scratch, "twice.json", twice);
+  EXPECT_NE(error_of([&] {
+              io::load_keras_model(twice_path);
+            }).find(twice_path + ": two layers are named 'conv2d'; layer names must be unique"),
+            std::string::npos);
+  const std::string overflow_path = scratch.file("overflow.json");
+  std::ofstream(overflow_path) << R"({"class_name": "Sequential", "config": {"layers": [
+      {"class_name": "Dense", "config": {"name": "d", "units": 1e400}}]}})";
+  EXPECT_NE(error_of<IoError>([&] {
+              io::load_keras_model(overflow_path);
+            }).find(overflow_path + ": not JSON ("),
+            std::string::npos);
+  const std::string h5 = scratch.file("legacy.h5");
+  std::ofstream(h5) << std::string("\x89HDF\r\n\x1a\n", 8) << std::string(100, '\0');
+  EXPECT_NE(error_of<IoError>([&] { io::load_keras_model(h5); })
+                .find("an HDF5 file (Keras' legacy .h5 model format), not a model description; "
+                      "save it as a .keras file"),
+            std::string::npos);
+}
+
 TEST(KerasModel, AFunctionalModelKeepsItsResidualBranch) {
   ScratchDir scratch;
   io::KerasModel keras =
