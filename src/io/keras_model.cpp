@@ -23,10 +23,15 @@ namespace {
 
 using nlohmann::json;
 
+// A Keras model's description is kilobytes (megabytes for the largest applications): a
+// config.json declared larger is a damaged file or a decompression bomb.
+constexpr std::uint64_t kMaxConfigBytes = std::uint64_t{64} << 20;
+
 json read_model_json(const std::string& path) {
   const std::vector<std::uint8_t> bytes = read_whole_file(path);
-  const std::string text = detail::is_zip(bytes) ? detail::zip_member(bytes, "config.json", path)
-                                                 : std::string(bytes.begin(), bytes.end());
+  const std::string text = detail::is_zip(bytes)
+                               ? detail::zip_member(bytes, "config.json", path, kMaxConfigBytes)
+                               : std::string(bytes.begin(), bytes.end());
   // Keras 2's legacy format: an HDF5 file, which holds the model but is no model description.
   constexpr std::string_view kHdf5Signature("\x89HDF\r\n\x1a\n", 8);
   if (text.starts_with(kHdf5Signature)) {

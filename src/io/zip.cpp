@@ -21,7 +21,7 @@ std::uint32_t little_endian(const std::uint8_t* bytes, int count) {
 }  // namespace
 
 std::string zip_member(const std::vector<std::uint8_t>& bytes, const std::string& name,
-                       const std::string& path) {
+                       const std::string& path, std::uint64_t max_bytes) {
   constexpr std::size_t kEndRecordBytes = 22;
   const auto damaged = [&](const std::string& what) {
     return IoError(path + ": " + what + "; the .keras file is damaged (save the model again)");
@@ -55,6 +55,11 @@ std::string zip_member(const std::vector<std::uint8_t>& bytes, const std::string
     const std::size_t data =
         local + 30 + little_endian(&bytes[local + 26], 2) + little_endian(&bytes[local + 28], 2);
     if (data + packed > bytes.size()) throw damaged("member " + name + " runs past the end");
+    if (size > max_bytes) {
+      throw IoError(path + ": member " + name + " declares " + std::to_string(size) +
+                    " bytes uncompressed, more than the " + std::to_string(max_bytes) +
+                    " it may hold; the file is damaged or not a Keras model");
+    }
     if (method == 0) return {reinterpret_cast<const char*>(&bytes[data]), size};
     if (method != 8) {
       throw IoError(path + ": member " + name + " is compressed with zip method " +

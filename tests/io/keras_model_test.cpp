@@ -5,10 +5,13 @@
 // (tests/cli/keras_model_test.cpp trains descriptions that TensorFlow itself wrote.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "io/io_support.h"
+#include "io/zip.h"
 #include "support/errors.h"
 
 namespace tandem {
@@ -222,6 +225,31 @@ TEST(KerasModel, ImpossibleModelsAreNamedByFileAndLayer) {
   EXPECT_NE(error_of<IoError>([&] { io::load_keras_model(h5); })
                 .find("an HDF5 file (Keras' legacy .h5 model format), not a model description; "
                       "save it as a .keras file"),
+            std::string::npos);
+}
+
+// A .keras file whose config.json declares gigabytes is refused before anything is inflated.
+TEST(KerasModel, AConfigThatWouldInflateToGigabytesIsRefused) {
+  ScratchDir scratch;
+  std::vector<std::uint8_t> archive =
+      io::detail::zip_archive({{"config.json", sequential_cnn().dump()}});
+  // The central directory's entry (signature 50 4B 01 02): its uncompressed size, 3 GiB.
+  const std::array<std::uint8_t, 4> signature{0x50, 0x4B, 0x01, 0x02};
+  const auto entry =
+      std::search(archive.begin(), archive.end(), signature.begin(), signature.end());
+  ASSERT_NE(entry, archive.end());
+  const std::size_t at = static_cast<std::size_t>(entry - archive.begin()) + 24;
+  archive[at] = 0x00;
+  archive[at + 1] = 0x00;
+  archive[at + 2] = 0x00;
+  archive[at + 3] = 0xC0;
+  const std::string path = scratch.file("bomb.keras");
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(archive.data()),
+             static_cast<std::streamsize>(archive.size()));
+  EXPECT_NE(error_of<IoError>([&] { io::load_keras_model(path); })
+                .find(path + ": member config.json declares 3221225472 bytes uncompressed, more "
+                             "than the 67108864 it may hold"),
             std::string::npos);
 }
 
