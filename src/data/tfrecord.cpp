@@ -15,6 +15,10 @@ constexpr std::size_t kFooterBytes = 4;   // u32 masked CRC of the data
 // Records up to this size are read straight into their tensor; a larger declared length is
 // read in steps, so a corrupt length cannot make us allocate more than the file holds.
 constexpr std::uint64_t kDirectReadLimit = std::uint64_t{64} << 20;
+// The most one record may hold. Read in steps, a gzip-compressed file declaring a 2^62-byte record
+// would still inflate as much as it decompresses to; an Example of even a large image is
+// megabytes.
+constexpr std::uint64_t kMaxRecordBytes = std::uint64_t{1} << 30;
 
 std::uint64_t load_little_endian(const std::uint8_t* bytes, int width) {
   std::uint64_t value = 0;
@@ -120,6 +124,11 @@ std::optional<TFRecordReader::Record> TFRecordReader::next() {
     throw IoError(where + ": CRC mismatch in the length (stored " + hex32(stored_length_crc) +
                   ", computed " + hex32(length_crc) +
                   "); the file is corrupt or not a TFRecord file");
+  }
+  if (length > kMaxRecordBytes) {
+    throw IoError(where + " declares " + std::to_string(length) + " bytes, more than the " +
+                  std::to_string(kMaxRecordBytes) +
+                  " a record may hold; the file is corrupt or crafted: write it again");
   }
   Tensor data;  // (length,)
   if (length <= kDirectReadLimit) {

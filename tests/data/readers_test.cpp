@@ -240,6 +240,26 @@ TEST(TFRecord, TruncatedFilesAreReportedAtTheRecordThatIsCut) {
   }
 }
 
+// A record whose header declares more than a record may hold (2^62 bytes, its length's CRC
+// correct) is refused before anything is read for it: compressed, it would have inflated as much
+// as the stream decompressed to.
+TEST(TFRecord, ARecordDeclaringMoreThanARecordMayHoldIsRefused) {
+  ScratchDir dir;
+  Bytes header(12);
+  const std::uint64_t length = std::uint64_t{1} << 62;
+  for (int i = 0; i < 8; ++i)
+    header[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(length >> (8 * i));
+  const std::uint32_t crc = mask_crc(crc32c({header.data(), 8}));
+  for (int i = 0; i < 4; ++i)
+    header[static_cast<std::size_t>(8 + i)] = static_cast<std::uint8_t>(crc >> (8 * i));
+  header.resize(64, 0x41);
+  const std::string path = dir.file("huge.tfrecord");
+  testing::write_file(path, header);
+  expect_contains(io_error_of([&] { Pipeline::tfrecord({path}).collect(); }),
+                  {path + ": record 0 at byte 0 declares 4611686018427387904 bytes, more than the "
+                          "1073741824 a record may hold"});
+}
+
 TEST(TFRecord, MissingFilesAreNamedOrSkippedAndGzipIsDetectedByContent) {
   ScratchDir dir;
   const std::string plain = dir.file("a.tfrecord");
