@@ -29,6 +29,8 @@ namespace fs = std::filesystem;
 constexpr std::array<const char*, 5> kReaders{"fashion-mnist", "idx", "cifar10", "images",
                                               "tfrecord"};
 constexpr std::array<const char*, 3> kAugmentations{"flip", "translate", "resized-crop"};
+// The most classes a run may have: ImageNet-21k has 21,841; a label past this is a stray one.
+constexpr std::int64_t kMaxClasses = 1'000'000;
 
 // The names TensorFlow's own writers and tutorials give the features, tried in this order.
 constexpr std::array<const char*, 6> kImageFeatureNames{"image",       "image/encoded", "image_raw",
@@ -480,6 +482,7 @@ Shape first_image_shape(const Split& split) {
 struct LabelScan {
   std::int64_t count = 0;
   std::int64_t largest = -1;
+  std::set<std::int64_t> seen;  // the labels that occur
 };
 
 // One pass over the labels (images are not decoded): the element count of a source that does
@@ -489,7 +492,9 @@ LabelScan scan_labels(const Split& split) {
   data::ElementIterator elements = split.examples.start();
   while (const std::optional<data::Element> element = elements.next()) {
     ++scan.count;
-    scan.largest = std::max(scan.largest, static_cast<std::int64_t>(element->at("label").item()));
+    const auto label = static_cast<std::int64_t>(element->at("label").item());
+    scan.largest = std::max(scan.largest, label);
+    scan.seen.insert(label);
   }
   return scan;
 }
@@ -649,6 +654,23 @@ ImageData open_image_data(const ImageDataOptions& options, const SettingName& na
       throw InvalidArgument(
           found.training.description + ": every label is " + std::to_string(scan.largest) +
           "; a classifier needs two classes or more (or pass " + name("num-classes") + " N)");
+    }
+    if (num_classes > kMaxClasses) {
+      throw InvalidArgument(found.training.description + ": the largest label is " +
+                            std::to_string(scan.largest) + ", which makes " +
+                            std::to_string(num_classes) + " classes, more than the " +
+                            std::to_string(kMaxClasses) +
+                            " a run may have; labels are 0 .. N-1: check the data (or pass " +
+                            name("num-classes") + " N)");
+    }
+    // One stray label (a 1,000,000 among 0 .. 9) makes a model of that many outputs.
+    const auto present = static_cast<std::int64_t>(scan.seen.size());
+    if (present * 2 < num_classes) {
+      std::cerr << "warning: " << found.training.description << ": only " << present << " of "
+                << num_classes << " classes (labels 0 .. " << scan.largest
+                << ") have a training example; the largest label, " << scan.largest
+                << ", decides the model's outputs: check the labels (or pass "
+                << name("num-classes") << " N)\n";
     }
   }
   std::vector<std::string> class_names;

@@ -403,6 +403,10 @@ std::vector<Entry> make_entries() {
   add({"num-classes", "data.images.num_classes", "N", true, carry},
       {[](RunConfig& c, const std::string& name, const std::string& text) {
          c.data.images.num_classes = parse_positive_integer(name, text);
+         // As the data's own labels are bounded (data::open_image_data): a model's outputs.
+         if (c.data.images.num_classes > 1'000'000) {
+           throw ConfigError(name + " must be at most 1000000, got '" + text + "'");
+         }
        },
        [](const RunConfig& c) {
          return c.data.images.num_classes == 0 ? "" : std::to_string(c.data.images.num_classes);

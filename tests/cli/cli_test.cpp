@@ -120,6 +120,8 @@ TEST(Cli, BadTrainArgumentsAreUsageErrors) {
     expect_error({"train", "--lr", bad}, 2, {"--lr must be a positive number"});
   }
   expect_error({"train", "--seed", "-1"}, 2, {"--seed must be a non-negative integer"});
+  expect_error({"train", "--num-classes", "2147483647"}, 2,
+               {"--num-classes must be at most 1000000, got '2147483647'"});
   expect_error({"train", "--validation-split", "1"}, 2,
                {"--validation-split must be a number in [0, 1)"});
   expect_error({"train", "--epochs"}, 2, {"--epochs needs a value"});

@@ -95,6 +95,48 @@ TEST(Data, AClassFolderNameThatIsNotUtf8IsRefusedBeforeTraining) {
   EXPECT_EQ(run.log.str().find("Epoch 1"), std::string::npos) << run.log.str();
 }
 
+// A stray label makes a model of that many outputs: warned about when most classes would have no
+// example, refused past a million classes (what a run may allocate up front).
+TEST(Data, AStrayLabelIsWarnedAboutOrRefused) {
+  ScratchDir dir;
+  write_class_folders(dir.path() / "photos", 4, 1);
+  const auto with_first_label = [&](std::int64_t label, const std::string& file) {
+    auto first = std::make_shared<bool>(true);
+    data::write_tfrecord(
+        data::Pipeline::image_folder(dir.file("photos")).map([first, label](data::Element element) {
+          if (*first) element.set("label", Tensor::scalar(label, DType::i64));
+          *first = false;
+          return element;
+        }),
+        file);
+  };
+  with_first_label(40, dir.file("stray.tfrecord"));
+  DataRun warned;
+  warned.config.epochs = 1;
+  warned.config.data.images.training = dir.file("stray.tfrecord");
+  ::testing::internal::CaptureStderr();
+  const Report report = warned.run();
+  const std::string warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(report.num_classes, 41);
+  EXPECT_NE(warnings.find("only 3 of 41 classes (labels 0 .. 40) have a training example; the "
+                          "largest label, 40, decides the model's outputs"),
+            std::string::npos)
+      << warnings;
+  with_first_label(2'000'000, dir.file("huge.tfrecord"));
+  DataRun refused;
+  refused.config.data.images.training = dir.file("huge.tfrecord");
+  try {
+    refused.run();
+    ADD_FAILURE() << "a model of 2,000,001 outputs was made";
+  } catch (const InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("the largest label is 2000000, which makes 2000001 "
+                        "classes, more than the 1000000 a run may have"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
 TEST(Data, AFlatImageFolderSplitsAtRandomAndHasNoTestSet) {
   ScratchDir dir;
   write_class_folders(dir.path() / "flat", 20, 3);
