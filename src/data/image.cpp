@@ -61,8 +61,9 @@ void check_pixels(std::int64_t height, std::int64_t width, const DecodeOptions& 
     throw IoError(prefix(what) + "the image is " + std::to_string(width) + "x" +
                   std::to_string(height) + " = " + std::to_string(height * width) +
                   " pixels, above the limit of " + std::to_string(options.max_pixels) +
-                  " (DecodeOptions::max_pixels, a guard against decompression bombs); raise it "
-                  "if the image is genuine");
+                  " that guards against decompression bombs; a training image is far smaller: "
+                  "shrink the file, or leave it out of the data (a program that needs it raises "
+                  "image::DecodeOptions::max_pixels)");
   }
 }
 
