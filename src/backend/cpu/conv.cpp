@@ -316,6 +316,9 @@ struct ConvBackwardInput {
   // (descs.x), which fold_windows sums into dx afterwards: the packed positions of a strided 1x1
   // convolution, or a product's windows.
   std::optional<Window2D> folds_into;
+  // Set where the primitive runs on one output channel more than the convolution has, which the
+  // caller appends to dy and the filter as zeros (build_backward_input_as_given).
+  bool zero_channel = false;
 };
 
 // A filter gradient as one matrix product over the whole batch, its windows unrolled into rows:
@@ -420,7 +423,7 @@ ConvForward build_forward_primitive(const Window2D& g, DType dtype, bool with_bi
   return packed;
 }
 
-ConvBackwardInput build_backward_input_as_given(const Window2D& g, DType dtype) {
+ConvBackwardInput backward_data_primitive(const Window2D& g, DType dtype) {
   const ConvDescs descs = conv_descs(g, dtype, false);
   const dnnl::convolution_backward_data::primitive_desc pd(
       dnnl::convolution_backward_data::desc(
@@ -429,6 +432,28 @@ ConvBackwardInput build_backward_input_as_given(const Window2D& g, DType dtype) 
       onednn_engine(), forward_pd(g, descs));
   return {dnnl::convolution_backward_data(pd), descs,
           make_filter_reorder(descs.ours, pd.weights_desc(), true), std::nullopt};
+}
+
+// oneDNN 2.6's bf16 1x1 backward-data kernel (jit_bf16_1x1) gets dx wrong where C_out, the length
+// it sums, is odd and it takes 30 output positions at a time (as for H*W = 30, 59, 60, 89, 90, ...
+// at small H): an odd C_out rules out its explicit broadcasts, so it keeps up to 30 positions'
+// sums in registers, and the register it broadcasts the last, odd, dy value into (zmm30) is then
+// the one that holds the filter's values (errors as large as the gradient). In a standalone
+// oneDNN 2.6.3 program on an AMD EPYC (avx512_core_bf16, 2 threads), 58 of 2,000 random shapes (N
+// 1-3, H and W 1-20, channels 1-70) failed, every one with an odd C_out; none of the 2,000 with
+// its emulated bf16 (avx512_core: at most 10 positions at a time). AMX CPUs run the same kernel
+// where oneDNN's AMX one declines. Such a gradient runs on C_out + 1 channels instead, a zero one
+// appended to dy and the filter (zero products add nothing), on any ISA: the name decides.
+ConvBackwardInput build_backward_input_as_given(const Window2D& g, DType dtype) {
+  ConvBackwardInput given = backward_data_primitive(g, dtype);
+  if (g.out_c % 2 == 0 || !implementation(given.primitive).starts_with("jit_bf16_1x1")) {
+    return given;
+  }
+  Window2D even = g;
+  even.out_c += 1;
+  ConvBackwardInput padded = backward_data_primitive(even, dtype);
+  padded.zero_channel = true;
+  return padded;
 }
 
 // A strided 1x1 convolution that reads only strided positions has a gradient that is zero
@@ -842,12 +867,19 @@ void conv_backward_input_onednn(const KernelContext& c, const Window2D& g) {
   const auto entry = cache.get(key, [&] { return build_backward_input(g, dtype, products); });
   const memory dx = entry->folds_into ? memory(entry->descs.x, onednn_engine())
                                       : wrap(entry->descs.x, c.outputs[0]);
+  // (rows, C_out) -> (rows, C_out + 1), the last column zero.
+  const auto with_zero_channel = [&](const Tensor& matrix, std::int64_t rows) {
+    return zero_padded(matrix, {rows, g.out_c}, {g.out_c, 1}, {rows, g.out_c + 1});
+  };
+  const Tensor dy =
+      entry->zero_channel ? with_zero_channel(c.inputs[0], g.positions()) : c.inputs[0];
+  const Tensor filter =
+      entry->zero_channel ? with_zero_channel(c.inputs[1], g.window_entries()) : c.inputs[1];
   // A product (build_backward_input_product) takes dy as its SRC and writes dx as its DST.
   const bool product = entry->primitive.get_kind() == dnnl::primitive::kind::matmul;
-  execute(entry->primitive,
-          {{product ? DNNL_ARG_SRC : DNNL_ARG_DIFF_DST, wrap(entry->descs.y, c.inputs[0])},
-           {DNNL_ARG_WEIGHTS, filter_for_primitive(entry->filter, c.inputs[1])},
-           {product ? DNNL_ARG_DST : DNNL_ARG_DIFF_SRC, dx}});
+  execute(entry->primitive, {{product ? DNNL_ARG_SRC : DNNL_ARG_DIFF_DST, wrap(entry->descs.y, dy)},
+                             {DNNL_ARG_WEIGHTS, filter_for_primitive(entry->filter, filter)},
+                             {product ? DNNL_ARG_DST : DNNL_ARG_DIFF_SRC, dx}});
   if (entry->folds_into) fold_windows(*entry->folds_into, dx, c.outputs[0]);
 }
 

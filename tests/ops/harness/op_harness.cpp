@@ -80,8 +80,12 @@ std::string shapes_of(const Inputs& inputs) {
   return text;
 }
 
-std::string seed_note() {
-  return " (TANDEM_TEST_SEED=" + std::to_string(testing::test_seed()) + ")";
+std::uint64_t run_seed(const Options& options) {
+  return options.seed ? *options.seed : testing::test_seed();
+}
+
+std::string seed_note(const Options& options) {
+  return " (TANDEM_TEST_SEED=" + std::to_string(run_seed(options)) + ")";
 }
 
 bool wants(const Options& options, DType dtype) {
@@ -157,7 +161,7 @@ void run_grad(const OpCase& c, const Options& options, Report& report) {
       instance.run, instance.inputs, {c.grad_step, c.grad_tolerance, c.differentiable});
   if (!mismatch.empty()) {
     report.failures.push_back(c.label() + " grad on inputs " + shapes_of(instance.inputs) + ": " +
-                              mismatch + seed_note());
+                              mismatch + seed_note(options));
   }
 }
 
@@ -332,7 +336,7 @@ void run_backends(const OpCase& c, const Options& options, Report& report) {
                   << shapes_of(instance.inputs) << ": output error " << comparison.output_error
                   << " (tolerance " << comparison.tolerance.outputs << "), gradient error "
                   << comparison.gradient_error << " (tolerance " << comparison.tolerance.gradients
-                  << ")" << seed_note();
+                  << ")" << seed_note(options);
           report.failures.push_back(message.str());
         }
         report.comparisons.push_back(comparison);
@@ -376,7 +380,8 @@ void run_traced(const OpCase& c, const Options& options, Report& report) {
   }
   if (!mismatch.empty()) {
     report.failures.push_back(c.label() + " traced: " + mismatch + ", inputs " +
-                              shapes_of(instance.inputs) + seed_note() + "\n" + step.listing());
+                              shapes_of(instance.inputs) + seed_note(options) + "\n" +
+                              step.listing());
   }
 }
 
@@ -512,8 +517,8 @@ void run_xla(const OpCase& c, const Options& options, Report& report) {
     }
     if (!mismatch.empty()) {
       report.failures.push_back(c.label() + " xla in " + dtype_name(dtype) + ": " + mismatch +
-                                ", inputs " + shapes_of(instance.inputs) + seed_note() + "\n" +
-                                run.module);
+                                ", inputs " + shapes_of(instance.inputs) + seed_note(options) +
+                                "\n" + run.module);
     }
   }
 }
@@ -631,12 +636,13 @@ Mode parse_mode(const std::string& name) {
 void run_case(Mode mode, const OpCase& c, const Options& options, Report& report) {
   const ModeDef& def = mode_def(mode);
   if (!def.applies(c)) return;
-  testing::test_rng().seed(testing::test_seed() ^ label_hash(std::string(def.name) + c.label()));
+  testing::test_rng().seed(run_seed(options) ^ label_hash(std::string(def.name) + c.label()));
   ++report.cases;
   try {
     def.run(c, options, report);
   } catch (const std::exception& error) {
-    report.failures.push_back(c.label() + " " + def.name + ": threw " + error.what() + seed_note());
+    report.failures.push_back(c.label() + " " + def.name + ": threw " + error.what() +
+                              seed_note(options));
   }
 }
 
@@ -648,6 +654,34 @@ Report run_mode(Mode mode, const Options& options) {
     run_case(mode, c, options, report);
   }
   return report;
+}
+
+Report run_mode_over_seeds(Mode mode, Options options, std::uint64_t first, int count) {
+  Report merged;
+  std::map<std::string, std::size_t> compared;  // label, device and precision -> comparison
+  const auto keep_larger = [](double& kept, double error) {
+    if (!(error <= kept)) kept = error;  // keeps NaN
+  };
+  for (int i = 0; i < count; ++i) {
+    options.seed = first + static_cast<std::uint64_t>(i);
+    Report run = run_mode(mode, options);
+    merged.cases += run.cases;
+    merged.failures.insert(merged.failures.end(), run.failures.begin(), run.failures.end());
+    if (i == 0) merged.skips = std::move(run.skips);
+    for (const Comparison& c : run.comparisons) {
+      const auto [at, added] = compared.emplace(c.label + " " + c.device + " " + c.precision.str(),
+                                                merged.comparisons.size());
+      if (added) {
+        merged.comparisons.push_back(c);
+        continue;
+      }
+      Comparison& worst = merged.comparisons[at->second];
+      keep_larger(worst.output_error, c.output_error);
+      keep_larger(worst.gradient_error, c.gradient_error);
+      worst.passed = worst.passed && c.passed;
+    }
+  }
+  return merged;
 }
 
 namespace {

@@ -76,6 +76,9 @@ struct Options {
   std::optional<DeviceType> device;  // backends, perf: only this device's backend
   std::optional<Size> size;          // in place of the mode's size
   int repeats = 10;                  // perf: timed samples per case
+  // The run's seed, in place of TANDEM_TEST_SEED's (testing::test_seed): a program that runs a
+  // mode over many seeds sets one per run.
+  std::optional<std::uint64_t> seed;
 };
 
 // One comparison of the backends mode.
@@ -109,12 +112,17 @@ struct Report {
   std::vector<Timing> timings;          // perf
 };
 
-// Runs `c` in `mode` (when the mode applies to it), on inputs drawn from the run's seed mixed
-// with the case's label, so a case draws the same inputs whichever cases ran before it. An
-// exception is reported as a failure, not thrown.
+// Runs `c` in `mode` (when the mode applies to it), on inputs drawn from the run's seed
+// (Options::seed) mixed with the case's label, so a case draws the same inputs whichever cases
+// ran before it. An exception is reported as a failure, not thrown.
 void run_case(Mode mode, const OpCase& c, const Options& options, Report& report);
 // Runs every case of op_cases() that `options` selects and `mode` applies to.
 Report run_mode(Mode mode, const Options& options);
+// run_mode once per seed, from `first` on (Options::seed), into one report: every run's failures
+// (each names its seed), the first run's skips, the cases of all runs, and per comparison the
+// largest errors of any run, failed where any run failed. For the kernel faults that only some
+// inputs meet (bench/op_harness --seeds); not for perf.
+Report run_mode_over_seeds(Mode mode, Options options, std::uint64_t first, int count);
 
 // The ops of the table that `cases` lacks a case for.
 std::vector<OpKind> ops_without_cases(const std::vector<OpCase>& cases);
