@@ -96,12 +96,26 @@ bool RunCheckpoints::finish(const nn::Model& model, const std::vector<std::strin
          << fixed(1e3 * callback_->seconds_blocking(), 1) << " ms to copy the state; writing took "
          << fixed(1e3 * callback_->seconds_writing(), 1) << " ms in the background)\n";
   }
+  return save(model, class_names, out, warnings);
+}
+
+void RunCheckpoints::rescue(const nn::Model& model, const std::vector<std::string>& class_names,
+                            std::ostream* warnings, const std::string& failure) {
+  if (options_.save_model.empty()) return;
+  std::ostream& say = warnings != nullptr ? *warnings : std::cerr;
+  say << "tandem: the run failed after training (" << failure
+      << "); the trained model is saved all the same\n";
+  save(model, class_names, &say, warnings);
+}
+
+bool RunCheckpoints::save(const nn::Model& model, const std::vector<std::string>& class_names,
+                          std::ostream* out, std::ostream* warnings) {
   if (options_.save_model.empty()) return true;
   try {
     model.save(options_.save_model, class_names);
     if (out != nullptr) *out << "model: saved to " << options_.save_model << "\n";
     return true;
-  } catch (const IoError& error) {
+  } catch (const std::exception& error) {  // a full disk, or anything else: never lose it
     const std::string rescue = (std::filesystem::temp_directory_path() /
                                 ("tandem-unsaved-model-" + std::to_string(::getpid())))
                                    .string();
@@ -112,7 +126,7 @@ bool RunCheckpoints::finish(const nn::Model& model, const std::vector<std::strin
       model.save(rescue, class_names);
       say << "tandem: the trained model was saved to " << rescue
           << " instead; move it where it belongs\n";
-    } catch (const IoError& second) {
+    } catch (const std::exception& second) {
       say << "tandem: error: nor could it be saved to " << rescue << ": " << second.what()
           << (callback_
                   ? "; the last checkpoint in " + options_.directory + " holds the trained weights"

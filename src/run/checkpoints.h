@@ -46,8 +46,18 @@ class RunCheckpoints {
   // trained weights are never thrown away.
   bool finish(const nn::Model& model, const std::vector<std::string>& class_names,
               std::ostream* out, std::ostream* warnings);
+  // After a failure that follows training (evaluating the test set, the observers' end): saves
+  // the trained model where asked (or, failing that, into the temporary folder), saying why on
+  // `warnings`, so that no failure after the last step loses it. Nothing when no model was asked
+  // for.
+  void rescue(const nn::Model& model, const std::vector<std::string>& class_names,
+              std::ostream* warnings, const std::string& failure);
 
  private:
+  // Saves the model where asked, or into the temporary folder when it cannot be saved there.
+  bool save(const nn::Model& model, const std::vector<std::string>& class_names, std::ostream* out,
+            std::ostream* warnings);
+
   CheckpointConfig options_;
   RunConfig config_;
   io::RunConfig record_;

@@ -192,6 +192,14 @@ struct Run::State {
   void warn(const std::string& warning) const {
     if (chief && warnings() != nullptr) *warnings() << "warning: " << warning << "\n";
   }
+  // A failure after training: the trained model is saved where asked before the error goes on.
+  void rescue_trained_model(const std::string& failure) {
+    if (!chief || !made || !checkpoints || !data || rescued) return;
+    rescued = true;
+    checkpoints->rescue(made->model, data->class_names, warnings(), failure);
+  }
+  bool rescued = false;
+
   void prepare();
   void search_max_batch(int equal_shares);
   void fit();
@@ -619,7 +627,12 @@ const train::History& Run::fit() {
 void Run::evaluate() {
   fit();
   if (state_->phase != State::Phase::fitted) return;
-  state_->evaluate();
+  try {
+    state_->evaluate();
+  } catch (const std::exception& error) {
+    state_->rescue_trained_model(error.what());
+    throw;
+  }
   state_->phase = State::Phase::evaluated;
 }
 
@@ -629,7 +642,12 @@ Report Run::finish() {
     throw InvalidArgument("run::Run::finish: the run has finished already; make a new Run");
   }
   state_->phase = State::Phase::finished;
-  return state_->finish();
+  try {
+    return state_->finish();
+  } catch (const std::exception& error) {
+    state_->rescue_trained_model(error.what());
+    throw;
+  }
 }
 
 Report Run::run() {

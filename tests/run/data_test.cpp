@@ -137,6 +137,35 @@ TEST(Data, AStrayLabelIsWarnedAboutOrRefused) {
   }
 }
 
+// A failure after the last step (here a test image that does not decode, found only when the test
+// set is evaluated) no longer loses the trained model: it is saved where asked before the error
+// goes on.
+TEST(Data, AFailureAfterTrainingStillSavesTheModel) {
+  ScratchDir dir;
+  write_class_folders(dir.path() / "train", 8, 1);
+  write_class_folders(dir.path() / "test", 4, 2);
+  auto count = std::make_shared<int>(0);
+  data::write_tfrecord(
+      data::Pipeline::image_folder(dir.file("test")).map([count](data::Element element) {
+        if ((*count)++ == 5) {  // not the first: that one is looked at early
+          element.set("image", Tensor::from_vector(
+                                   std::vector<std::uint8_t>{0x89, 'P', 'N', 'G', 1, 2, 3}, {7}));
+        }
+        return element;
+      }),
+      dir.file("test.tfrecord"));
+  DataRun run;
+  run.config.epochs = 1;
+  run.config.data.images.training = dir.file("train");
+  run.config.data.images.test = dir.file("test.tfrecord");
+  run.config.checkpoints.save_model = dir.file("model");
+  ::testing::internal::CaptureStderr();
+  EXPECT_THROW(run.run(), IoError);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("the run failed after training ("), std::string::npos) << said;
+  EXPECT_TRUE(fs::exists(dir.file("model") + "/model.safetensors")) << said;
+}
+
 TEST(Data, AFlatImageFolderSplitsAtRandomAndHasNoTestSet) {
   ScratchDir dir;
   write_class_folders(dir.path() / "flat", 20, 3);
