@@ -6,9 +6,8 @@
 #include <toml++/toml.h>
 #include <nlohmann/json.hpp>
 
-#include "core/files.h"
 #include "core/text.h"
-#include "core/toml_depth.h"
+#include "io/toml_file.h"
 #include "run/settings_table.h"
 #include "tandem/run.h"
 #include "tandem/runtime.h"
@@ -29,29 +28,10 @@ class RunFileReader {
       : path_(std::move(path)), keys_(keys), name_(name) {}
 
   std::vector<FileSetting> read() {
-    std::vector<std::uint8_t> bytes;
-    try {
-      bytes = read_whole_file(path_, {.max_bytes = 1 << 20});
-    } catch (const IoError& error) {
-      throw ConfigError(name_("config") + " " + error.what());
-    }
-    const std::string text(bytes.begin(), bytes.end());
-    if (const std::optional<TomlDepth> deep = toml_too_deep(text)) {
-      fail(deep->line,
-           "bad TOML (nested " + std::to_string(deep->depth) + " levels deep, more than " +
-               std::to_string(kMaxTomlDepth) + ")",
-           "a run file's keys are one level deep at most ([table] then key = value)");
-    }
-    toml::table document;
-    try {
-      document = toml::parse(text, std::string_view(path_));
-    } catch (const toml::parse_error& error) {
-      fail(static_cast<int>(error.source().begin.line),
-           "bad TOML (" + std::string(error.description()) + ", column " +
-               std::to_string(error.source().begin.column) + ")",
-           "see https://toml.io for the syntax");
-    }
-    read_table(document, "");
+    read_table(io::detail::read_toml_file(
+                   path_, name_("config"),
+                   "a run file's keys are one level deep at most ([table] then key = value)"),
+               "");
     return std::move(values_);
   }
 

@@ -7,9 +7,8 @@
 #include <toml++/toml.h>
 #include <nlohmann/json.hpp>
 
-#include "core/files.h"
 #include "core/text.h"
-#include "core/toml_depth.h"
+#include "io/toml_file.h"
 #include "tandem/error.h"
 #include "tandem/sweep.h"
 
@@ -24,28 +23,8 @@ class SweepFileReader {
       : path_(std::move(path)), settings_(settings) {}
 
   SweepFile read() {
-    std::vector<std::uint8_t> bytes;
-    try {
-      bytes = read_whole_file(path_, {.max_bytes = 1 << 20});
-    } catch (const IoError& error) {
-      throw ConfigError(error.what());
-    }
-    const std::string text(bytes.begin(), bytes.end());
-    if (const std::optional<TomlDepth> deep = toml_too_deep(text)) {
-      fail(deep->line,
-           "bad TOML (nested " + std::to_string(deep->depth) + " levels deep, more than " +
-               std::to_string(kMaxTomlDepth) + ")",
-           "a sweep file's keys are in its four sections, a range one table deeper");
-    }
-    toml::table document;
-    try {
-      document = toml::parse(text, std::string_view(path_));
-    } catch (const toml::parse_error& error) {
-      fail(static_cast<int>(error.source().begin.line),
-           "bad TOML (" + std::string(error.description()) + ", column " +
-               std::to_string(error.source().begin.column) + ")",
-           "see https://toml.io for the syntax");
-    }
+    const toml::table document = io::detail::read_toml_file(
+        path_, "", "a sweep file's keys are in its four sections, a range one table deeper");
     file_.path = path_;
     for (const auto& [key, node] : document) {
       const std::string name(key.str());
