@@ -146,6 +146,12 @@ class CpuMemory final : public DeviceMemory {
     // aligned_alloc needs a size that is a multiple of the alignment.
     const std::size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
     const std::size_t size = rounded == 0 ? kCpuAlignment : rounded;
+    // More than the machine has can never be given: refused before the system is asked (which
+    // may overcommit, or, under AddressSanitizer, abort on a size past its maximum).
+    if (const std::size_t capacity = ledger_.capacity(); capacity != 0 && size > capacity) {
+      ledger_.refuse(nbytes,
+                     "more than the machine's " + format_memory_size(capacity) + " of memory");
+    }
     ledger_.reserve(size);
     void* data = std::aligned_alloc(kCpuAlignment, size);
     if (data == nullptr) {

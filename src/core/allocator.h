@@ -35,6 +35,7 @@ class MemoryLedger {
   MemoryInfo info() const;
   void set_limit(std::size_t bytes) { limit_ = bytes; }
   void set_capacity(std::size_t bytes) { capacity_ = bytes; }
+  std::size_t capacity() const { return capacity_.load(); }
   void reset_peak() { peak_ = held_.load(); }
 
  private:

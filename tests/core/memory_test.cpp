@@ -47,6 +47,26 @@ TEST(Memory, TheLimitMakesAllocationsFailWithTheFigures) {
   EXPECT_NO_THROW(Tensor::empty({1 << 21}, DType::f32));
 }
 
+// More than the machine has is refused before the system is asked, with the figures: a model file
+// of 10^12 units must not depend on how the system (or AddressSanitizer) treats such a request.
+TEST(Memory, MoreThanTheMachineHasIsRefusedUpFront) {
+  const std::size_t capacity = memory_info(Device::cpu()).capacity;
+  ASSERT_GT(capacity, 0u);
+  const std::size_t held = memory_info(Device::cpu()).held;
+  const auto elements = static_cast<std::int64_t>(capacity / 4 * 2);  // f32: twice the memory
+  try {
+    Tensor::empty({elements}, DType::f32);
+    ADD_FAILURE() << "twice the machine's memory was allocated";
+  } catch (const OutOfMemory& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("more than the machine's " + format_memory_size(capacity) + " of memory"),
+              std::string::npos)
+        << error.what();
+    EXPECT_EQ(error.available_bytes(), capacity);
+  }
+  EXPECT_EQ(memory_info(Device::cpu()).held, held) << "the refused bytes stayed counted";
+}
+
 TEST(Memory, PeakResets) {
   { const Tensor spike = Tensor::empty({1 << 20}, DType::f64); }
   reset_peak_memory(Device::cpu());
