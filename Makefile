@@ -10,12 +10,17 @@ all: build
 
 # The PJRT C API header and the XLA:CPU plugin come from PyPI (scripts/fetch-pjrt.sh); where the
 # index cannot be reached (status 3) the build has no XLA backend and says so.
+# The Python package's build and test tools (nanobind, pytest, numpy) go into the project
+# virtualenv; where the index cannot be reached (status 3) the build has no Python package.
+VENV ?= $(CURDIR)/.venv
 deps:
 	@scripts/install-deps.sh
 	@scripts/fetch-pjrt.sh || [ $$? -eq 3 ]
+	@scripts/python-env.sh python || [ $$? -eq 3 ]
 
 configure: deps
-	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DPython_EXECUTABLE=$(VENV)/bin/python >/dev/null
 
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
@@ -27,8 +32,13 @@ build-cli: configure
 run: build-cli
 	$(BUILD_DIR)/tandem train $(RUN_ARGS)
 
+# CTest, then the Python package's pytest suite (tests/python) against the package the build
+# put together in $(BUILD_DIR)/python, when the build has one.
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+	@if [ -f $(BUILD_DIR)/python/tandem/__init__.py ]; then \
+	  PYTHONPATH=$(BUILD_DIR)/python $(VENV)/bin/python -m pytest -q tests/python; \
+	else echo "make test: no Python package in $(BUILD_DIR) (nanobind not found); pytest SKIPPED"; fi
 
 # The library and the tests built with AddressSanitizer and UndefinedBehaviorSanitizer, in a build
 # of their own (README.md, "make test"): -O1, what ASan's documentation recommends for reasonable

@@ -21,6 +21,7 @@ packages=(
   dataset-fashion-mnist
   mate-backgrounds                        # photographs for the input-pipeline JPEG benchmark
   python3 python3-venv # benchmark peers and interop tests run in a project virtualenv
+  python3-dev                             # headers the Python package's native module builds on
   chromium                                # headless browser: the bench HTML report's render test
 )
 

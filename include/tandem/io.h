@@ -252,6 +252,12 @@ struct KerasModel {
 };
 KerasModel load_keras_model(const std::string& path,
                             const std::optional<Shape>& input_shape = std::nullopt);
+// One layer from its Keras class name and config (a layer's "config" in model.to_json(), as JSON
+// text), made as load_keras_model makes each layer: Keras' argument names and defaults, its dtype
+// policy and trainable flag; an argument Tandem lacks is accepted only at Keras' default, else an
+// InvalidArgument that starts with `where` and names the argument.
+nn::Layer keras_layer(const std::string& class_name, const std::string& name,
+                      const std::string& config_json, const std::string& where);
 
 // A model to train, from what a run names (tandem train --model, RunConfig::model): a zoo image
 // model (nn::zoo::image_model_names(), built for the data's images and classes), a Keras model

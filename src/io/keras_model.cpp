@@ -376,24 +376,27 @@ std::string where_of(const std::string& path, const LayerEntry& layer) {
   return path + ": layer '" + layer.name + "' (" + layer.class_name + ")";
 }
 
-MadeLayer convert(const LayerEntry& entry, const std::string& path) {
-  const std::string where = where_of(path, entry);
-  LayerArguments arguments(*entry.config, where);
-  if (entry.class_name == "Sequential" || entry.class_name == "Functional" ||
-      entry.class_name == "Model") {
+MadeLayer convert(const std::string& class_name, const std::string& name, const json& config,
+                  const std::string& where) {
+  LayerArguments arguments(config, where);
+  if (class_name == "Sequential" || class_name == "Functional" || class_name == "Model") {
     throw arguments.error("a model inside the model is not supported; flatten it into one");
   }
   MadeLayer made;
   try {
-    made = make_keras_layer(entry.class_name, entry.name, arguments);
+    made = make_keras_layer(class_name, name, arguments);
   } catch (const InvalidArgument& error) {
     const std::string text = error.what();
     throw InvalidArgument(text.starts_with(where) ? text : where + ": " + text);
   }
   arguments.finish();
-  made.layer = with_policy(made.layer, entry.config->value("dtype", json()));
-  if (!entry.config->value("trainable", true)) made.layer.set_trainable(false);
+  made.layer = with_policy(made.layer, config.value("dtype", json()));
+  if (!config.value("trainable", true)) made.layer.set_trainable(false);
   return made;
+}
+
+MadeLayer convert(const LayerEntry& entry, const std::string& path) {
+  return convert(entry.class_name, entry.name, *entry.config, where_of(path, entry));
 }
 
 KerasModel sequential(const json& config, const std::string& path,
@@ -546,6 +549,17 @@ KerasModel functional(const json& config, const std::string& path) {
 }
 
 }  // namespace
+
+nn::Layer keras_layer(const std::string& class_name, const std::string& name,
+                      const std::string& config_json, const std::string& where) {
+  json config;
+  try {
+    config = json::parse(config_json);
+  } catch (const json::exception& error) {
+    throw InvalidArgument(where + ": the arguments are not JSON (" + error.what() + ")");
+  }
+  return convert(class_name, name, config, where).layer;
+}
 
 KerasModel load_keras_model(const std::string& path, const std::optional<Shape>& input_shape) {
   const json model = read_model_json(path);

@@ -1,0 +1,253 @@
+"""tf.Tensor: Tandem's native tensor with TensorFlow's methods and operators.
+
+The methods are set on the native class itself, so every tensor an op, a layer or a model returns
+is a ``tandem.Tensor`` without a wrapper, and its memory is shared with numpy and DLPack users
+without copies (``numpy()``, ``__array__``, ``__dlpack__``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence, Union
+
+import ml_dtypes
+import numpy as np
+
+from tandem import _native
+from tandem import dtypes as _dtypes
+from tandem._unsupported import missing
+
+Tensor = _native.Tensor
+TensorLike = Union[Tensor, np.ndarray, float, int, bool, Sequence[Any]]
+
+# TensorFlow's conversions of Python values: floats become float32 and ints int32, while numpy
+# arrays keep their dtype (float64 included).
+_PYTHON_DEFAULTS = {np.dtype(np.float64): np.float32, np.dtype(np.int64): np.int32}
+
+
+class TensorShape(tuple):
+    """A tensor's shape: a tuple of ints, with TensorFlow's ``as_list`` and ``rank``."""
+
+    def as_list(self) -> list:
+        return list(self)
+
+    @property
+    def rank(self) -> int:
+        return len(self)
+
+    @property
+    def ndims(self) -> int:
+        return len(self)
+
+    def num_elements(self) -> int:
+        return int(np.prod(self, dtype=np.int64))
+
+    def __repr__(self) -> str:
+        return f"TensorShape({list(self)})"
+
+
+def _to_numpy_array(value: Any, dtype: Optional[_dtypes.DType]) -> np.ndarray:
+    if isinstance(value, np.ndarray) or np.isscalar(value) and isinstance(value, np.generic):
+        array = np.asarray(value)
+    else:
+        array = np.asarray(value)
+        if dtype is None and array.dtype in _PYTHON_DEFAULTS:
+            array = array.astype(_PYTHON_DEFAULTS[array.dtype])
+    if dtype is not None:
+        array = array.astype(dtype.as_numpy_dtype, copy=False)
+    if array.dtype == np.dtype(object):
+        raise ValueError(f"cannot make a tensor of {type(value).__name__} values: {value!r:.80}")
+    return np.ascontiguousarray(array)
+
+
+def _from_array(array: np.ndarray) -> Tensor:
+    if array.dtype == np.dtype(ml_dtypes.bfloat16):
+        return _native.tensor_copy(array.view(np.uint16), "bfloat16")
+    _dtypes.as_dtype(array.dtype)  # an unsupported dtype is an error naming it
+    return _native.tensor_copy(array)
+
+
+def constant(
+    value: Any, dtype: Any = None, shape: Optional[Sequence[int]] = None, name: Optional[str] = None
+) -> Tensor:
+    """tf.constant: a tensor with a copy of ``value`` (numpy array, scalar, nested lists)."""
+    target = None if dtype is None else _dtypes.as_dtype(dtype)
+    if isinstance(value, Tensor):
+        tensor = value if target is None or value.dtype == target else cast(value, target)
+    else:
+        array = _to_numpy_array(value, target)
+        if shape is not None:
+            shape = tuple(int(d) for d in shape)
+            if array.size == 1:
+                array = np.full(shape, array.reshape(()), dtype=array.dtype)
+            elif array.size == int(np.prod(shape)):
+                array = array.reshape(shape)
+            else:
+                raise TypeError(
+                    f"constant: {array.size} values cannot have shape {shape}; give "
+                    f"{int(np.prod(shape))} values or one"
+                )
+        tensor = _from_array(array)
+    if name:
+        tensor.set_name(name)
+    return tensor
+
+
+def convert_to_tensor(value: Any, dtype: Any = None, name: Optional[str] = None) -> Tensor:
+    """tf.convert_to_tensor: a Tensor as it is (its dtype must match), anything else copied."""
+    if isinstance(value, Tensor):
+        if dtype is not None and value.dtype != _dtypes.as_dtype(dtype):
+            raise ValueError(
+                f"convert_to_tensor: the tensor is {value.dtype.name}, not "
+                f"{_dtypes.as_dtype(dtype).name}; use tf.cast to convert it"
+            )
+        return value
+    return constant(value, dtype=dtype, name=name)
+
+
+def cast(x: TensorLike, dtype: Any) -> Tensor:
+    tensor = convert_to_tensor(x)
+    target = _dtypes.as_dtype(dtype)
+    return tensor if tensor.dtype == target else _native.ops.cast(tensor, target.name)
+
+
+def Variable(
+    initial_value: Any, trainable: bool = True, name: Optional[str] = None, dtype: Any = None
+) -> Tensor:
+    """tf.Variable: a tensor of its own memory that GradientTape watches when trainable."""
+    value = constant(initial_value, dtype=dtype)
+    variable = value.clone() if isinstance(initial_value, Tensor) else value
+    variable.set_variable(bool(trainable))
+    if name:
+        variable.set_name(name)
+    return variable
+
+
+def _operand(tensor: Tensor, other: Any) -> Tensor:
+    """``other`` as a tensor to combine with ``tensor``: Python numbers take tensor's dtype."""
+    if isinstance(other, Tensor):
+        return other
+    if isinstance(other, (int, float, bool)) and not isinstance(other, np.generic):
+        return _native.ops.scalar_like(tensor, float(other))
+    return constant(other, dtype=tensor.dtype)
+
+
+def _binary(op: Any, reflected: bool = False) -> Any:
+    def method(self: Tensor, other: Any) -> Tensor:
+        operand = _operand(self, other)
+        return op(operand, self) if reflected else op(self, operand)
+
+    return method
+
+
+def _numpy(self: Tensor) -> np.ndarray:
+    """The tensor's memory as a numpy array, shared (no copy) for a host tensor."""
+    host = self if self.device_name == "cpu" else self.to("cpu")
+    view = host.numpy_view()
+    return view.view(ml_dtypes.bfloat16) if self.dtype_name == "bfloat16" else view
+
+
+def _array(self: Tensor, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
+    array = _numpy(self)
+    if dtype is not None:
+        array = array.astype(dtype, copy=bool(copy))
+    elif copy:
+        array = array.copy()
+    return array
+
+
+def _dlpack(
+    self: Tensor,
+    *,
+    stream: Any = None,
+    max_version: Any = None,
+    dl_device: Any = None,
+    copy: Optional[bool] = None,
+) -> Any:
+    if copy:
+        return self.clone().dlpack_view().__dlpack__(stream=stream)
+    return self.dlpack_view().__dlpack__(stream=stream)
+
+
+def _repr(self: Tensor) -> str:
+    if self.device_name != "cpu":
+        return (
+            f"<tf.Tensor: shape={tuple(self.shape)}, dtype={self.dtype.name}, device={self.device}>"
+        )
+    values = np.array2string(_numpy(self), separator=", ", threshold=100)
+    return f"<tf.Tensor: shape={tuple(self.shape)}, dtype={self.dtype.name}, numpy={values}>"
+
+
+def _scalar(kind: type) -> Any:
+    def method(self: Tensor) -> Any:
+        if int(np.prod(self.shape_list, dtype=np.int64)) != 1:
+            raise ValueError(
+                f"only a tensor of one element converts to {kind.__name__}; this one has shape "
+                f"{tuple(self.shape)}"
+            )
+        return kind(self.item())
+
+    return method
+
+
+def _getitem(self: Tensor, index: Any) -> Tensor:
+    missing("tf.Tensor.__getitem__ (slicing a tensor)")
+
+
+def _assign(self: Tensor, value: Any) -> Tensor:
+    self._assign_native(_operand(self, value))
+    return self
+
+
+_ops = _native.ops
+_methods = {
+    "shape": property(lambda self: TensorShape(self.shape_list)),
+    "dtype": property(lambda self: _dtypes.as_dtype(self.dtype_name)),
+    "device": property(
+        lambda self: {"cpu": "/job:localhost/replica:0/task:0/device:CPU:0"}.get(
+            self.device_name, self.device_name
+        )
+    ),
+    "ndim": property(lambda self: len(self.shape_list)),
+    "name": property(lambda self: self.tensor_name),
+    "trainable": property(lambda self: self.is_variable),
+    "numpy": _numpy,
+    "__array__": _array,
+    "__dlpack__": _dlpack,
+    "__dlpack_device__": lambda self: self.dlpack_view().__dlpack_device__(),
+    "__repr__": _repr,
+    "__str__": _repr,
+    "__len__": lambda self: (
+        self.shape_list[0] if self.shape_list else missing("len() of a scalar tensor")
+    ),
+    "__float__": _scalar(float),
+    "__int__": _scalar(int),
+    "__bool__": _scalar(bool),
+    "__index__": _scalar(int),
+    "__getitem__": _getitem,
+    "__add__": _binary(_ops.add),
+    "__radd__": _binary(_ops.add, reflected=True),
+    "__sub__": _binary(_ops.sub),
+    "__rsub__": _binary(_ops.sub, reflected=True),
+    "__mul__": _binary(_ops.mul),
+    "__rmul__": _binary(_ops.mul, reflected=True),
+    "__truediv__": _binary(_ops.div),
+    "__rtruediv__": _binary(_ops.div, reflected=True),
+    "__pow__": _binary(_ops.pow),
+    "__rpow__": _binary(_ops.pow, reflected=True),
+    "__matmul__": lambda self, other: _ops.matmul(self, _operand(self, other), False, False),
+    "__rmatmul__": lambda self, other: _ops.matmul(_operand(self, other), self, False, False),
+    "__neg__": lambda self: _ops.neg(self),
+    "__abs__": lambda self: _ops.abs(self),
+    "__gt__": _binary(_ops.greater),
+    "__ge__": _binary(_ops.greater_equal),
+    "__lt__": _binary(_ops.less),
+    "__le__": lambda self, other: _ops.greater_equal(_operand(self, other), self),
+    "__array_priority__": 100,  # numpy defers `array + tensor` to the tensor's __radd__
+    "_assign_native": Tensor.assign,
+    "assign": _assign,
+    "assign_add": lambda self, value: _assign(self, _ops.add(self, _operand(self, value))),
+    "assign_sub": lambda self, value: _assign(self, _ops.sub(self, _operand(self, value))),
+    "cpu": lambda self: self.to("cpu"),
+}
+for _name, _value in _methods.items():
+    setattr(Tensor, _name, _value)

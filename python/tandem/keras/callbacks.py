@@ -1,0 +1,153 @@
+"""tf.keras.callbacks: Python subclasses of Callback, and Tandem's own callbacks by Keras' names.
+
+A Python callback's hooks run with the GIL held between steps; its batch hooks are called only
+when the subclass defines them, so a callback that watches epochs costs the steps nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional
+
+from tandem import _native
+from tandem._unsupported import missing, module_getattr
+
+
+class Callback:
+    """Base of callbacks written in Python; override the hooks you need."""
+
+    def __init__(self) -> None:
+        self.model: Any = None
+        self.params: Dict[str, Any] = {}
+
+    def set_model(self, model: Any) -> None:
+        self.model = model
+
+    def set_params(self, params: Dict[str, Any]) -> None:
+        self.params = dict(params)
+
+    def on_train_begin(self, logs: Optional[Dict[str, float]] = None) -> None:
+        pass
+
+    def on_train_end(self, logs: Optional[Dict[str, float]] = None) -> None:
+        pass
+
+    def on_epoch_begin(self, epoch: int, logs: Optional[Dict[str, float]] = None) -> None:
+        pass
+
+    def on_epoch_end(self, epoch: int, logs: Optional[Dict[str, float]] = None) -> None:
+        pass
+
+    def on_train_batch_begin(self, batch: int, logs: Optional[Dict[str, float]] = None) -> None:
+        pass
+
+    def on_train_batch_end(self, batch: int, logs: Optional[Dict[str, float]] = None) -> None:
+        pass
+
+
+class History(Callback):
+    """What fit returns: ``history`` maps each log ("loss", "val_accuracy") to its epochs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.history: Dict[str, List[float]] = {}
+        self.epoch: List[int] = []
+
+    def on_train_begin(self, logs: Optional[Dict[str, float]] = None) -> None:
+        self.history, self.epoch = {}, []
+
+    def on_epoch_end(self, epoch: int, logs: Optional[Dict[str, float]] = None) -> None:
+        self.epoch.append(epoch)
+        for key, value in (logs or {}).items():
+            self.history.setdefault(key, []).append(float(value))
+
+
+class LearningRateScheduler(Callback):
+    """Sets the optimizer's rate at each epoch's start to ``schedule(epoch, rate)``."""
+
+    def __init__(self, schedule: Callable[..., float], verbose: int = 0) -> None:
+        super().__init__()
+        self.schedule, self.verbose = schedule, verbose
+
+    def on_epoch_begin(self, epoch: int, logs: Optional[Dict[str, float]] = None) -> None:
+        optimizer = self.model.optimizer
+        try:
+            rate = self.schedule(epoch, optimizer.learning_rate)
+        except TypeError:
+            rate = self.schedule(epoch)  # Keras accepts schedule(epoch) too
+        optimizer.learning_rate = float(rate)
+        if self.verbose:
+            print(f"\nEpoch {epoch + 1}: LearningRateScheduler setting learning rate to {rate}.")
+
+
+class LambdaCallback(Callback):
+    """A callback from functions: on_epoch_end=lambda epoch, logs: ..., and so on."""
+
+    def __init__(self, **hooks: Callable[..., None]) -> None:
+        super().__init__()
+        for name, function in hooks.items():
+            if not hasattr(Callback, name) or not name.startswith("on_"):
+                raise TypeError(f"LambdaCallback: unknown hook {name!r}")
+            setattr(self, name, function)
+
+
+class NativeCallback:
+    """A callback Tandem runs in C++ during fit, without the GIL."""
+
+    _native: Any
+
+
+class EarlyStopping(NativeCallback):
+    def __init__(
+        self,
+        monitor: str = "val_loss",
+        min_delta: float = 0.0,
+        patience: int = 0,
+        verbose: int = 0,
+        mode: str = "auto",
+        baseline: Any = None,
+        restore_best_weights: bool = False,
+        start_from_epoch: int = 0,
+    ) -> None:
+        if baseline is not None or start_from_epoch != 0:
+            missing("tf.keras.callbacks.EarlyStopping(baseline=/start_from_epoch=)")
+        self._native = _native.EarlyStopping(
+            monitor, float(min_delta), int(patience), mode, bool(restore_best_weights)
+        )
+
+    @property
+    def stopped_epoch(self) -> int:
+        """The epoch after which training stopped, from 0; 0 when it ran to the end (Keras)."""
+        return max(self._native.stopped_epoch, 0)
+
+
+class TerminateOnNaN(NativeCallback):
+    def __init__(self) -> None:
+        self._native = _native.TerminateOnNaN()
+
+
+class TensorBoard(NativeCallback):
+    """Event files TensorBoard reads: <log_dir>/train and <log_dir>/validation, as Keras writes."""
+
+    def __init__(
+        self,
+        log_dir: str = "logs",
+        histogram_freq: int = 0,
+        write_graph: bool = True,
+        write_images: bool = False,
+        write_steps_per_second: bool = False,
+        update_freq: Any = "epoch",
+        profile_batch: Any = 0,
+        embeddings_freq: int = 0,
+        embeddings_metadata: Any = None,
+    ) -> None:
+        if write_images or embeddings_freq or embeddings_metadata or profile_batch not in (0, None):
+            missing("tf.keras.callbacks.TensorBoard(write_images=/profile_batch=/embeddings_*)")
+        steps = (
+            0
+            if update_freq in ("epoch", None)
+            else (1 if update_freq == "batch" else int(update_freq))
+        )
+        self._native = _native.TensorBoard(str(log_dir), int(histogram_freq), steps)
+
+
+__getattr__ = module_getattr("tf.keras.callbacks")

@@ -1,0 +1,28 @@
+#pragma once
+// The native module of the Python package (`tandem._native`), one binding function per part.
+// The pure-Python layer (python/tandem/) gives these TensorFlow's names; logic lives here or
+// below, in the library.
+#include <nanobind/nanobind.h>
+
+#include <string>
+
+#include "tandem/dtype.h"
+
+namespace tandem::python {
+
+namespace nb = nanobind;
+
+void bind_errors(nb::module_& module);
+void bind_tensor(nb::module_& module);
+void bind_ops(nb::module_& module);
+void bind_data(nb::module_& module);
+void bind_autodiff(nb::module_& module);
+void bind_models(nb::module_& module);
+void bind_devices(nb::module_& module);
+
+// TensorFlow's (and numpy's) name of a dtype: "float32", "bfloat16", "int64", "bool".
+const char* tf_dtype_name(DType dtype);
+// The dtype a TensorFlow or numpy name stands for; an InvalidArgument names the unknown one.
+DType dtype_from_tf_name(const std::string& name);
+
+}  // namespace tandem::python

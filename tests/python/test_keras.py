@@ -1,0 +1,158 @@
+"""Keras models on Tandem: build, train to an accuracy, call back into Python, save and load."""
+
+import numpy as np
+import pytest
+from conftest import blobs, classifier
+
+import tandem as tf
+
+
+def test_a_sequential_model_learns_and_reports_like_keras():
+    x, y = blobs()
+    model = classifier()
+    history = model.fit(x, y, epochs=5, batch_size=32, validation_split=0.2, verbose=0)
+    assert history.epoch == [0, 1, 2, 3, 4]
+    assert set(history.history) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert history.history["val_accuracy"][-1] > 0.95
+    loss, accuracy = model.evaluate(x, y, verbose=0)
+    assert accuracy > 0.95
+    assert model.evaluate(x, y, verbose=0, return_dict=True) == pytest.approx(
+        {"loss": loss, "accuracy": accuracy}
+    )
+    predictions = model.predict(x[:10], verbose=0)
+    assert isinstance(predictions, np.ndarray) and predictions.shape == (10, 2)
+    np.testing.assert_allclose(predictions.sum(axis=1), np.ones(10), rtol=1e-5)
+
+
+def test_the_same_seed_trains_the_same_bits():
+    x, y = blobs()
+    losses = []
+    for _ in range(2):
+        tf.keras.backend.clear_session()
+        tf.random.set_seed(7)
+        losses.append(classifier().fit(x, y, epochs=2, verbose=0).history["loss"])
+    assert losses[0] == losses[1]
+
+
+def test_a_functional_model_is_built_from_its_input():
+    inputs = tf.keras.Input(shape=(8,))
+    hidden = tf.keras.layers.Dense(16, activation="relu")(inputs)
+    outputs = tf.keras.layers.Dense(2, activation="softmax")(hidden)
+    model = tf.keras.Model(inputs, outputs, name="blobs")
+    assert model.name == "blobs"
+    assert model.input_shape == (None, 8) and model.output_shape == (None, 2)
+    assert model.count_params() == 8 * 16 + 16 + 16 * 2 + 2
+    assert [layer.name for layer in model.layers][-2:] == ["dense", "dense_1"]
+    lines = []
+    model.summary(print_fn=lines.append)
+    assert "dense_1 (Dense)" in lines[0] and "Total params: 178" in lines[0]
+
+
+def test_python_callbacks_see_every_epoch_and_batch_and_can_stop_training():
+    x, y = blobs(256)
+
+    class Recorder(tf.keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.epochs, self.batches = [], 0
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.epochs.append((epoch, sorted(logs)))
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.batches += 1
+            assert "loss" in logs
+            if self.model.optimizer.iterations >= 12:
+                self.model.stop_training = True
+
+    recorder = Recorder()
+    classifier().fit(x, y, epochs=4, batch_size=32, verbose=0, callbacks=[recorder])
+    assert recorder.batches == 12, "stopped after the step that asked (the 4th of epoch 1)"
+    assert recorder.epochs == [(0, ["accuracy", "loss"]), (1, ["accuracy", "loss"])]
+
+
+def test_an_exception_in_a_callback_stops_fit_with_it():
+    class Broken(tf.keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise ZeroDivisionError("from the callback")
+
+    x, y = blobs(64)
+    with pytest.raises(ZeroDivisionError, match="from the callback"):
+        classifier().fit(x, y, epochs=3, verbose=0, callbacks=[Broken()])
+
+
+def test_keras_callbacks_by_their_names(tmp_path):
+    x, y = blobs(256)
+    rates = []
+
+    def schedule(epoch, rate):
+        rates.append(rate)
+        return 0.01 * 0.5**epoch
+
+    model = classifier()
+    stopper = tf.keras.callbacks.EarlyStopping(monitor="loss", patience=0, min_delta=10.0)
+    board = tf.keras.callbacks.TensorBoard(log_dir=str(tmp_path / "logs"))
+    model.fit(
+        x,
+        y,
+        epochs=5,
+        verbose=0,
+        callbacks=[tf.keras.callbacks.LearningRateScheduler(schedule), stopper, board],
+    )
+    assert stopper.stopped_epoch == 1, "no epoch improves the loss by 10: stops after the second"
+    assert rates == pytest.approx([0.01, 0.01])
+    assert model.optimizer.learning_rate == pytest.approx(0.005)
+    assert list((tmp_path / "logs" / "train").glob("events.out.tfevents.*"))
+
+
+def test_saved_models_load_with_the_same_predictions(tmp_path):
+    x, y = blobs(256)
+    model = classifier()
+    model.fit(x, y, epochs=1, verbose=0)
+    expected = model.predict(x, verbose=0)
+    for path in (tmp_path / "model.keras", tmp_path / "folder"):
+        model.save(str(path))
+        loaded = tf.keras.models.load_model(str(path))
+        np.testing.assert_allclose(loaded.predict(x, verbose=0), expected, rtol=1e-6, atol=1e-7)
+
+
+def test_weights_round_trip_through_numpy():
+    model = classifier()
+    weights = model.get_weights()
+    assert [w.shape for w in weights] == [(8, 16), (16,), (16, 2), (2,)]
+    changed = [w + 1.0 for w in weights]
+    model.set_weights(changed)
+    for got, want in zip(model.get_weights(), changed):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="4 weights, 1 were given"):
+        model.set_weights(changed[:1])
+
+
+def test_fit_releases_the_gil():
+    import sys
+    import threading
+
+    x, y = blobs(4096)
+    model = classifier()
+    counter = {"ticks": 0, "done": False}
+
+    def tick():
+        while not counter["done"]:
+            counter["ticks"] += 1
+
+    # A long switch interval: the main thread keeps the GIL up to the call, so whatever the
+    # thread counts it counts while fit runs, which it can only do with the GIL released.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.2)
+    thread = threading.Thread(target=tick)
+    thread.start()
+    ticks_before = counter["ticks"]
+    try:
+        model._native.fit(tf.constant(x), tf.constant(y), 32, 3, 0, [], 0.0, None, True, 0, 0)
+        ticks_during = counter["ticks"] - ticks_before
+    finally:
+        counter["done"] = True
+        thread.join()
+        sys.setswitchinterval(interval)
+    assert ticks_during > 1000, "a Python thread ran while fit trained"
