@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "python/bindings.h"
+#include "tandem/data.h"
 #include "tandem/error.h"
 #include "tandem/pipeline.h"
 
@@ -104,6 +105,15 @@ void bind_data(nb::module_& module) {
         nb::gil_scoped_release released;
         return pipeline.start(pass);
       });
+  module.def("read_idx", &data::read_idx, nb::arg("path"));
+  module.def(
+      "fashion_mnist_files",
+      [](const std::string& split) {
+        const data::IdxFiles files =
+            data::fashion_mnist_files(data::kFashionMnistDefaultDir, split);
+        return nb::make_tuple(files.images, files.labels);
+      },
+      nb::arg("split"));
   module.attr("AUTOTUNE") = data::kAutotune;
   module.attr("INFINITE_CARDINALITY") = data::kInfiniteCardinality;
   module.attr("UNKNOWN_CARDINALITY") = data::kUnknownCardinality;

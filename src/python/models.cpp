@@ -12,7 +12,10 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <ostream>
 #include <sstream>
+#include <streambuf>
+#include <string>
 
 #include "python/bindings.h"
 #include "tandem/io.h"
@@ -167,16 +170,66 @@ std::vector<std::shared_ptr<train::Callback>> native_callbacks(const nb::list& c
   return natives;
 }
 
-// fit's options from Keras' arguments, with the Python callbacks and the Ctrl-C watch; the data
-// (tensors or a dataset) is the caller's.
+// Text for Python's sys.stdout, written there (under the GIL) whenever the stream is flushed:
+// Keras prints its progress bar to sys.stdout, so a notebook shows it in the cell's output and a
+// redirection (contextlib.redirect_stdout, pytest's capture) catches it.
+class PythonStdout final : public std::streambuf {
+ protected:
+  int overflow(int c) override {
+    if (c != traits_type::eof()) pending_.push_back(static_cast<char>(c));
+    return c;
+  }
+  std::streamsize xsputn(const char* text, std::streamsize count) override {
+    pending_.append(text, static_cast<std::size_t>(count));
+    return count;
+  }
+  int sync() override {
+    if (pending_.empty()) return 0;
+    nb::gil_scoped_acquire gil;
+    try {
+      const nb::object out = nb::module_::import_("sys").attr("stdout");
+      out.attr("write")(pending_);
+      out.attr("flush")();
+    } catch (const nb::python_error&) {
+      pending_.clear();
+      return -1;  // a closed or broken sys.stdout: the bar is lost, training goes on
+    }
+    pending_.clear();
+    return 0;
+  }
+
+ private:
+  std::string pending_;
+};
+
+// Whether the bar redraws in place, as Keras decides: on a terminal, and in a Jupyter kernel
+// (whose output area honours carriage returns).
+bool dynamic_display() {
+  const nb::module_ sys = nb::module_::import_("sys");
+  bool terminal = false;
+  try {
+    terminal = nb::cast<bool>(sys.attr("stdout").attr("isatty")());
+  } catch (const nb::python_error&) {
+  }
+  return terminal || nb::cast<bool>(sys.attr("modules").attr("__contains__")("ipykernel"));
+}
+
+// fit's options from Keras' arguments, with the progress bar drawn to sys.stdout, the Python
+// callbacks and the Ctrl-C watch; the data (tensors or a dataset) is the caller's.
 struct FitCall {
+  PythonStdout stdout_buffer;
+  std::ostream stdout_stream{&stdout_buffer};
   train::FitOptions options;
   std::shared_ptr<InterruptWatch> interrupts = std::make_shared<InterruptWatch>();
 
   FitCall(int epochs, int verbose, const nb::list& callbacks, int initial_epoch) {
     options.epochs = epochs;
-    options.verbose = verbose;
+    options.verbose = 0;  // the library's own bar writes to std::cout, which Python never sees
     options.callbacks = native_callbacks(callbacks);
+    if (verbose > 0) {
+      options.callbacks.push_back(
+          std::make_shared<train::ProgressBar>(verbose, &stdout_stream, dynamic_display()));
+    }
     options.callbacks.push_back(interrupts);
     options.initial_epoch = initial_epoch;
   }
@@ -188,6 +241,7 @@ struct FitCall {
       nb::gil_scoped_release released;
       history = fit(options);
     }
+    stdout_stream.flush();
     interrupts->raise_if_interrupted();
     return history;
   }

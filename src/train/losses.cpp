@@ -72,10 +72,14 @@ Tensor SparseCategoricalCrossentropy::operator()(const Tensor& y_true,
                           ", i.e. shape " + shape_str(positions) +
                           "; for one-hot targets use CategoricalCrossentropy");
   }
-  // Integer class ids; float ids (as Keras accepts) are truncated to integers.
+  // Class ids as the kernels take them (i32 or i64): narrower integers (uint8 from IDX files) are
+  // widened and float ids truncated, as Keras accepts both.
+  const DType id_dtype = y_true.dtype() == DType::i32 || y_true.dtype() == DType::i64
+                             ? y_true.dtype()
+                             : (is_floating(y_true.dtype()) ? DType::i64 : DType::i32);
   const Tensor labels =
-      reshape(is_floating(y_true.dtype()) ? cast(y_true, DType::i64) : y_true, {-1});  // (M,)
-  const Tensor rows = as_rows(y_pred);                                                 // (M, C)
+      reshape(y_true.dtype() == id_dtype ? y_true : cast(y_true, id_dtype), {-1});  // (M,)
+  const Tensor rows = as_rows(y_pred);                                              // (M, C)
   if (from_logits_) return mean(sparse_softmax_cross_entropy_with_logits(rows, labels).loss);
 
   // -log p[label]: pick the label's column with a one-hot mask built by comparing the labels

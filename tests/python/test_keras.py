@@ -156,3 +156,22 @@ def test_fit_releases_the_gil():
         thread.join()
         sys.setswitchinterval(interval)
     assert ticks_during > 1000, "a Python thread ran while fit trained"
+
+
+def test_the_progress_bar_goes_to_python_stdout_and_redraws_in_place_in_a_notebook(
+    capsys, monkeypatch
+):
+    import sys
+    import types
+
+    x, y = blobs(256)
+    model = classifier()
+    model.fit(x, y, epochs=2, batch_size=32)
+    out = capsys.readouterr().out
+    assert "Epoch 2/2" in out and "8/8" in out and "accuracy:" in out
+    assert "\r" not in out, "captured output is no terminal: one line per epoch"
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    model.fit(x, y, epochs=1, batch_size=2)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 2, "the header and the bar, redrawn in place with carriage returns"
+    assert "\r" in out and "128/128" in out

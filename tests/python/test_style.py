@@ -10,14 +10,17 @@ RUFF = [sys.executable, "-m", "ruff"]
 
 def test_ruff_finds_nothing_to_report():
     result = subprocess.run(
-        [*RUFF, "check", "python", "tests/python"], cwd=ROOT, capture_output=True, text=True
+        [*RUFF, "check", "python", "tests/python", "examples/python"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_the_files_are_formatted():
     result = subprocess.run(
-        [*RUFF, "format", "--check", "python", "tests/python"],
+        [*RUFF, "format", "--check", "python", "tests/python", "examples/python"],
         cwd=ROOT,
         capture_output=True,
         text=True,

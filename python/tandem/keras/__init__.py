@@ -4,6 +4,7 @@ from tandem._unsupported import module_getattr
 from tandem.keras import (
     backend,
     callbacks,
+    datasets,
     layers,
     losses,
     mixed_precision,
@@ -20,6 +21,7 @@ __all__ = [
     "Sequential",
     "backend",
     "callbacks",
+    "datasets",
     "layers",
     "losses",
     "mixed_precision",

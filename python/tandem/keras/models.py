@@ -13,7 +13,7 @@ import numpy as np
 
 from tandem import _native
 from tandem import data as data_module
-from tandem._tensor import Tensor, convert_to_tensor
+from tandem._tensor import Tensor, cast, convert_to_tensor
 from tandem._unsupported import missing, module_getattr
 from tandem.keras import callbacks as callbacks_module
 from tandem.keras import losses as losses_module
@@ -29,6 +29,15 @@ def _tensor(value: Any, what: str) -> Tensor:
     if isinstance(value, Tensor):
         return value
     return convert_to_tensor(np.asarray(value))
+
+
+def _inputs(value: Any, what: str) -> Tensor:
+    """A model's inputs as Keras takes them: float64 arrays (numpy's default, ``x / 255.0``)
+    become float32, the dtype of the model's inputs."""
+    if isinstance(value, np.ndarray) and value.dtype == np.float64:
+        value = value.astype(np.float32)
+    tensor = _tensor(value, what)
+    return cast(tensor, "float32") if tensor.dtype == "float64" else tensor
 
 
 def _reject(method: str, **arguments: Any) -> None:
@@ -249,7 +258,7 @@ class Model(WeightsOf):
             )
         else:
             self._native.fit(
-                _tensor(x, "fit's x"),
+                _inputs(x, "fit's x"),
                 _tensor(y, "fit's y"),
                 None if batch_size is None else int(batch_size),
                 int(epochs),
@@ -279,7 +288,7 @@ class Model(WeightsOf):
             logs: Dict[str, float] = self._native.evaluate_dataset(x._for_fit("evaluate"))
         else:
             logs = self._native.evaluate(
-                _tensor(x, "evaluate's x"), _tensor(y, "evaluate's y"), int(batch_size or 32)
+                _inputs(x, "evaluate's x"), _tensor(y, "evaluate's y"), int(batch_size or 32)
             )
         if return_dict:
             return dict(logs)
@@ -297,10 +306,10 @@ class Model(WeightsOf):
     ) -> np.ndarray:
         if unsupported:
             missing(f"tf.keras.Model.predict({', '.join(unsupported)}=...)")
-        return self._native.predict(_tensor(x, "predict's x"), int(batch_size or 32)).numpy()
+        return self._native.predict(_inputs(x, "predict's x"), int(batch_size or 32)).numpy()
 
     def train_on_batch(self, x: Any, y: Any) -> Dict[str, float]:
-        return dict(self._native.train_on_batch(_tensor(x, "x"), _tensor(y, "y")))
+        return dict(self._native.train_on_batch(_inputs(x, "x"), _tensor(y, "y")))
 
     # ---- saving ----
     def save(
