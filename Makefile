@@ -10,13 +10,14 @@ all: build
 
 # The PJRT C API header and the XLA:CPU plugin come from PyPI (scripts/fetch-pjrt.sh); where the
 # index cannot be reached (status 3) the build has no XLA backend and says so.
-# The Python package's build and test tools (nanobind, pytest, numpy) go into the project
-# virtualenv; where the index cannot be reached (status 3) the build has no Python package.
+# The Python package's build and test tools (nanobind, pytest, numpy) and the example notebook's
+# packages (nbclient, ipykernel, pandas) go into the project virtualenv; where the index cannot
+# be reached (status 3) the build has no Python package.
 VENV ?= $(CURDIR)/.venv
 deps:
 	@scripts/install-deps.sh
 	@scripts/fetch-pjrt.sh || [ $$? -eq 3 ]
-	@scripts/python-env.sh python || [ $$? -eq 3 ]
+	@scripts/python-env.sh python notebook || [ $$? -eq 3 ]
 
 configure: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \

@@ -252,6 +252,11 @@ struct KerasModel {
 };
 KerasModel load_keras_model(const std::string& path,
                             const std::optional<Shape>& input_shape = std::nullopt);
+// The same from the text of model.to_json() (Keras' tf.keras.models.model_from_json).
+KerasModel keras_model_from_json(const std::string& text);
+// The model as Keras' model.to_json() describes it: a Functional model of Keras' layers, Tandem's
+// names and arguments, that TensorFlow's model_from_json reads (export_keras's config.json).
+std::string keras_json(const nn::Model& model);
 // One layer from its Keras class name and config (a layer's "config" in model.to_json(), as JSON
 // text), made as load_keras_model makes each layer: Keras' argument names and defaults, its dtype
 // policy and trainable flag; an argument Tandem lacks is accepted only at Keras' default, else an

@@ -6,7 +6,22 @@ Whatever TensorFlow has and Tandem does not raises NotImplementedError naming th
 symbol (docs/python.md lists what is here).
 """
 
-from tandem import _native, config, data, dtypes, errors, experimental, keras, math, nn, random
+from tandem import (
+    _native,
+    bench,
+    config,
+    data,
+    distribute,
+    dtypes,
+    errors,
+    experimental,
+    keras,
+    math,
+    nn,
+    random,
+    test,
+    tpu,
+)
 from tandem._array_ops import (
     broadcast_to,
     concat,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, NamedTuple, Optional
 
 from tandem import _native
-from tandem._unsupported import module_getattr
+from tandem._unsupported import missing, module_getattr
 
 
 class PhysicalDevice(NamedTuple):
@@ -50,6 +50,15 @@ def get_device_details(device: PhysicalDevice) -> Dict[str, Any]:
     if device.name not in _details:
         list_physical_devices()
     return dict(_details.get(device.name, {}))
+
+
+def experimental_connect_to_cluster(cluster_spec_or_resolver: Any, *args: Any, **kw: Any) -> None:
+    """Accepts the TPU VM's own TPUClusterResolver: its TPU is local, so there is nothing to
+    connect to; remote clusters are not there."""
+    from tandem.distribute import cluster_resolver
+
+    if not isinstance(cluster_spec_or_resolver, cluster_resolver.TPUClusterResolver):
+        missing("tf.config.experimental_connect_to_cluster for a remote cluster")
 
 
 class threading:  # noqa: N801 - TensorFlow's module name

@@ -195,11 +195,20 @@ KerasWeights weights_of_legacy_h5(const detail::Hdf5File& file) {
 
 }  // namespace
 
-void export_keras(const nn::Model& model, const std::string& path) {
+std::string keras_json(const nn::Model& model) {
   if (!model.built()) {
     throw InvalidArgument(std::string(kExporter) + ": model '" + model.name() +
                           "' is not built; build it or run it on data first");
   }
+  std::string input_name = "input_1";
+  for (const nn::Layer& layer : model.layers()) {
+    if (layer.name() == input_name) input_name += "_input";
+  }
+  return functional_config(model, input_name).dump();
+}
+
+void export_keras(const nn::Model& model, const std::string& path) {
+  const json config = json::parse(keras_json(model));  // refuses an unbuilt model
   if (!quantization::quantized_inputs(model).empty()) {
     throw InvalidArgument(std::string(kExporter) + ": model '" + model.name() +
                           "' is quantised to int8, and a .keras file holds float weights; export "
@@ -212,11 +221,6 @@ void export_keras(const nn::Model& model, const std::string& path) {
                             "; a .keras export holds float32 weights (cast them first)");
     }
   }
-  std::string input_name = "input_1";
-  for (const nn::Layer& layer : model.layers()) {
-    if (layer.name() == input_name) input_name += "_input";
-  }
-  const json config = functional_config(model, input_name);
 
   detail::Hdf5File weights = detail::Hdf5File::create(path + "'s " + kWeightsMember);
   weights.create_group("vars");

@@ -561,10 +561,13 @@ nn::Layer keras_layer(const std::string& class_name, const std::string& name,
   return convert(class_name, name, config, where).layer;
 }
 
-KerasModel load_keras_model(const std::string& path, const std::optional<Shape>& input_shape) {
-  const json model = read_model_json(path);
+namespace {
+
+// A parsed model description; `where` (a file, or "model_from_json") starts every message.
+KerasModel keras_model(const json& model, const std::string& where,
+                       const std::optional<Shape>& input_shape) {
   if (!model.is_object() || !model.contains("class_name") || !model.contains("config")) {
-    throw InvalidArgument(path +
+    throw InvalidArgument(where +
                           ": not a Keras model description (no class_name and config at the top); "
                           "pass what model.to_json() wrote or a .keras file");
   }
@@ -572,19 +575,42 @@ KerasModel load_keras_model(const std::string& path, const std::optional<Shape>&
   const json& config = model.at("config");
   try {
     if (class_name == "Sequential" || class_name == "Functional" || class_name == "Model") {
-      KerasModel made = class_name == "Sequential" ? sequential(config, path, input_shape)
-                                                   : functional(config, path);
-      detail::require_unique_layer_names(made.model, path);
+      KerasModel made = class_name == "Sequential" ? sequential(config, where, input_shape)
+                                                   : functional(config, where);
+      detail::require_unique_layer_names(made.model, where);
       return made;
     }
   } catch (const json::exception& error) {
-    throw InvalidArgument(path + ": a member is missing or mistyped (" + error.what() + ")");
+    throw InvalidArgument(where + ": a member is missing or mistyped (" + error.what() + ")");
   } catch (const OutOfMemory& error) {
-    throw OutOfMemory(path + ": " + error.what(), error.device(), error.requested_bytes(),
+    throw OutOfMemory(where + ": " + error.what(), error.device(), error.requested_bytes(),
                       error.held_bytes(), error.available_bytes());
   }
-  throw InvalidArgument(path + ": model class '" + class_name +
+  throw InvalidArgument(where + ": model class '" + class_name +
                         "' is not supported; Tandem reads Sequential and Functional models");
+}
+
+}  // namespace
+
+KerasModel load_keras_model(const std::string& path, const std::optional<Shape>& input_shape) {
+  return keras_model(read_model_json(path), path, input_shape);
+}
+
+KerasModel keras_model_from_json(const std::string& text) {
+  constexpr const char* kWhere = "model_from_json";
+  if (text.size() > kMaxConfigBytes) {
+    throw InvalidArgument(std::string(kWhere) + ": the description is " +
+                          std::to_string(text.size()) + " bytes, more than a model's " +
+                          std::to_string(kMaxConfigBytes) + "; pass what model.to_json() wrote");
+  }
+  json model;
+  try {
+    model = json::parse(text);
+  } catch (const json::exception& error) {
+    throw InvalidArgument(std::string(kWhere) + ": not JSON (" + error.what() +
+                          "); pass what model.to_json() wrote");
+  }
+  return keras_model(model, kWhere, std::nullopt);
 }
 
 }  // namespace tandem::io

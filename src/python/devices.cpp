@@ -68,6 +68,7 @@ void bind_devices(nb::module_& module) {
       },
       nb::arg("shape"), nb::arg("mean"), nb::arg("stddev"), nb::arg("dtype"));
   module.def("version", &version);
+  module.def("built_with_cuda", [] { return distribute::discover_devices().cuda.backend_built; });
 }
 
 }  // namespace tandem::python

@@ -448,7 +448,8 @@ void bind_models(nb::module_& module) {
       .def("save",
            [](const nn::Model& model, const std::string& directory) { model.save(directory); })
       .def("export_keras",
-           [](const nn::Model& model, const std::string& path) { io::export_keras(model, path); });
+           [](const nn::Model& model, const std::string& path) { io::export_keras(model, path); })
+      .def("to_json", [](const nn::Model& model) { return io::keras_json(model); });
   nb::class_<nn::Sequential, nn::Model>(module, "Sequential")
       .def(nb::init<std::vector<nn::Layer>, const std::string&>(), nb::arg("layers"),
            nb::arg("name"))
@@ -460,6 +461,8 @@ void bind_models(nb::module_& module) {
       nb::arg("inputs"), nb::arg("outputs"), nb::arg("name"));
   // A folder Model::save wrote, a .keras file (with its weights) or a Keras JSON description
   // (model.to_json(), config.json: fresh weights).
+  module.def("model_from_json",
+             [](const std::string& text) { return io::keras_model_from_json(text).model; });
   module.def("load_model", [](const std::string& path) {
     if (std::filesystem::is_directory(path)) return io::load_model(path);
     nn::Model model = io::load_keras_model(path).model;

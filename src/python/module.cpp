@@ -14,4 +14,6 @@ NB_MODULE(_native, module) {
   tandem::python::bind_autodiff(module);
   tandem::python::bind_models(module);
   tandem::python::bind_devices(module);
+  tandem::python::bind_distribute(module);
+  tandem::python::bind_bench(module);
 }

@@ -1,5 +1,7 @@
 """Keras models on Tandem: build, train to an accuracy, call back into Python, save and load."""
 
+import json
+
 import numpy as np
 import pytest
 from conftest import blobs, classifier
@@ -175,3 +177,49 @@ def test_the_progress_bar_goes_to_python_stdout_and_redraws_in_place_in_a_notebo
     out = capsys.readouterr().out
     assert out.count("\n") == 2, "the header and the bar, redrawn in place with carriage returns"
     assert "\r" in out and "128/128" in out
+
+
+def test_to_json_and_model_from_json_rebuild_the_architecture():
+    model = classifier()
+    text = model.to_json()
+    description = json.loads(text)
+    assert description["class_name"] == "Functional"
+    assert [layer["class_name"] for layer in description["config"]["layers"]] == [
+        "InputLayer",
+        "Dense",
+        "Dense",
+    ]
+    rebuilt = tf.keras.models.model_from_json(text)
+    assert [w.shape for w in rebuilt.get_weights()] == [w.shape for w in model.get_weights()]
+    rebuilt.set_weights(model.get_weights())
+    x, _ = blobs(16)
+    np.testing.assert_allclose(rebuilt.predict(x, verbose=0), model.predict(x, verbose=0))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="model_from_json: not JSON"):
+        tf.keras.models.model_from_json("{not json")
+
+
+def test_tensorflow_reads_to_json(tmp_path):
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("TensorFlow is in the bench group (scripts/python-env.sh bench)")
+    model = classifier()
+    (tmp_path / "model.json").write_text(model.to_json())
+    read = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, tensorflow as tf; "
+            "m = tf.keras.models.model_from_json(open(sys.argv[1]).read()); "
+            "print(m.count_params(), [l.__class__.__name__ for l in m.layers])",
+            str(tmp_path / "model.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"},
+    )
+    assert read.returncode == 0, read.stderr[-3000:]
+    assert read.stdout.split("[")[0].strip() == str(model.count_params())
+    assert "'Dense', 'Dense'" in read.stdout

@@ -49,6 +49,18 @@ TEST(SparseCategoricalCrossentropy, FromLogitsValueAndGradient) {
               logits_loss(), 1e-12);
 }
 
+// Class ids of any integer type, as Keras takes them: uint8 labels (IDX files, Keras' datasets)
+// give the same loss from logits and from probabilities as int32 ones.
+TEST(SparseCategoricalCrossentropy, TakesNarrowIntegerClassIds) {
+  const Tensor logits = f64(kLogits, {2, 3});
+  const Tensor narrow = Tensor::from_vector<std::uint8_t>({0, 2}, {2});
+  EXPECT_NEAR(train::SparseCategoricalCrossentropy(true)(narrow, logits).item(), logits_loss(),
+              1e-12);
+  const Tensor probabilities = f64({0.7, 0.2, 0.1, 0.1, 0.1, 0.8}, {2, 3});
+  EXPECT_NEAR(train::SparseCategoricalCrossentropy()(narrow, probabilities).item(),
+              -(std::log(0.7) + std::log(0.8)) / 2, 1e-12);
+}
+
 TEST(SparseCategoricalCrossentropy, FromProbabilities) {
   const Tensor probabilities = f64({0.7, 0.2, 0.1, 0.1, 0.1, 0.8}, {2, 3});
   const train::SparseCategoricalCrossentropy loss_fn;

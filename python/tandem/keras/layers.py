@@ -17,16 +17,9 @@ from tandem._unsupported import missing, module_getattr
 KerasTensor = _native.SymbolicTensor
 
 
-def _policy_config(dtype: Any) -> Any:
-    from tandem.keras import mixed_precision
-
-    if dtype is None:
-        return None
-    if isinstance(dtype, mixed_precision.Policy):
-        name = dtype.name
-    else:
-        name = getattr(dtype, "name", dtype)
-    return {"class_name": "Policy", "config": {"name": str(name)}}
+def _policy_name(dtype: Any) -> str:
+    """A layer's dtype argument (a Policy, a policy name, a dtype) as a policy name."""
+    return str(getattr(dtype, "name", dtype))
 
 
 def _json_value(value: Any) -> Any:
@@ -93,9 +86,6 @@ class Layer(WeightsOf):
             config[key] = value
         config = {key: _json_value(value) for key, value in config.items()}
         config["trainable"] = bool(trainable)
-        policy = _policy_config(dtype)
-        if policy is not None:
-            config["dtype"] = policy
         self._input_shape: Optional[Tuple[int, ...]] = None
         if input_shape is not None:
             self._input_shape = tuple(int(d) for d in input_shape)
@@ -107,6 +97,10 @@ class Layer(WeightsOf):
             json.dumps(config),
             f"tf.keras.layers.{self._class_name}" + (f" '{name}'" if name else ""),
         )
+        # dtype="float32" is the layer's own policy whatever the global one (Keras: the logits
+        # of a mixed-precision model); set on the made layer, as Keras' layer takes it.
+        if dtype is not None:
+            self._native.with_dtype_policy(_policy_name(dtype))
 
     @classmethod
     def _wrap(cls, native: Any) -> Layer:

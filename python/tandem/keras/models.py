@@ -6,6 +6,7 @@ their hooks, and Ctrl-C stops fit after the current step with KeyboardInterrupt,
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -332,6 +333,12 @@ class Model(WeightsOf):
         else:
             self._native.save(path)
 
+    def to_json(self, **kwargs: Any) -> str:
+        """The model as Keras describes it (a Functional model of Keras' layers), which
+        TensorFlow's tf.keras.models.model_from_json reads."""
+        text: str = self._native.to_json()
+        return json.dumps(json.loads(text), **kwargs) if kwargs else text
+
 
 class Sequential(Model):
     """tf.keras.Sequential: a stack of layers, built from the first layer's input_shape or the
@@ -370,6 +377,13 @@ def load_model(
     if unsupported:
         missing(f"tf.keras.models.load_model({', '.join(unsupported)}=...)")
     return Model._wrap(_native.load_model(os.fspath(filepath)))
+
+
+def model_from_json(json_string: str, custom_objects: Any = None) -> Model:
+    """A model, with fresh weights, from what model.to_json() wrote (here or in TensorFlow)."""
+    if custom_objects:
+        missing("tf.keras.models.model_from_json(custom_objects=...)")
+    return Model._wrap(_native.model_from_json(json_string))
 
 
 __getattr__ = module_getattr("tf.keras.models")
