@@ -190,7 +190,42 @@ def _scalar(kind: type) -> Any:
 
 
 def _getitem(self: Tensor, index: Any) -> Tensor:
-    missing("tf.Tensor.__getitem__ (slicing a tensor)")
+    """Basic indexing, as TensorFlow's: integers (negative from the end), slices with step 1,
+    ``...`` and ``None``. A slice op, so gradients flow through it."""
+    items = list(index) if isinstance(index, tuple) else [index]
+    if any(item is Ellipsis for item in items):
+        at = items.index(Ellipsis)
+        named = sum(1 for item in items if item is not None and item is not Ellipsis)
+        items[at : at + 1] = [slice(None)] * (self.ndim - named)
+    shape = self.shape_list
+    begin, size, result_shape, axis = [], [], [], 0
+    for item in items:
+        if item is None:
+            result_shape.append(1)
+            continue
+        if axis >= len(shape):
+            raise IndexError(f"too many indices for a tensor of shape {tuple(shape)}")
+        extent = shape[axis]
+        if isinstance(item, slice):
+            start, stop, step = item.indices(extent)
+            if step != 1:
+                missing("tf.Tensor.__getitem__ with a step other than 1 (tf.strided_slice)")
+            begin.append(start)
+            size.append(max(stop - start, 0))
+            result_shape.append(max(stop - start, 0))
+        elif isinstance(item, (int, np.integer)):
+            position = int(item) + extent if item < 0 else int(item)
+            if not 0 <= position < extent:
+                raise IndexError(f"index {item} is out of range for axis {axis} of size {extent}")
+            begin.append(position)
+            size.append(1)
+        else:
+            missing(f"tf.Tensor.__getitem__ with a {type(item).__name__} index (tf.gather)")
+        axis += 1
+    begin += [0] * (len(shape) - axis)
+    size += shape[axis:]
+    result_shape += shape[axis:]
+    return _ops.reshape(_ops.slice(self, begin, size), result_shape)
 
 
 def _assign(self: Tensor, value: Any) -> Tensor:

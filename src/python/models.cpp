@@ -5,6 +5,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include <sstream>
 #include <streambuf>
 #include <string>
+#include <variant>
 
 #include "python/bindings.h"
 #include "tandem/io.h"
@@ -222,7 +224,8 @@ struct FitCall {
   train::FitOptions options;
   std::shared_ptr<InterruptWatch> interrupts = std::make_shared<InterruptWatch>();
 
-  FitCall(int epochs, int verbose, const nb::list& callbacks, int initial_epoch) {
+  FitCall(int epochs, int verbose, const nb::list& callbacks, int initial_epoch,
+          std::int64_t initial_step) {
     options.epochs = epochs;
     options.verbose = 0;  // the library's own bar writes to std::cout, which Python never sees
     options.callbacks = native_callbacks(callbacks);
@@ -232,6 +235,7 @@ struct FitCall {
     }
     options.callbacks.push_back(interrupts);
     options.initial_epoch = initial_epoch;
+    options.initial_step = initial_step;
   }
 
   template <typename Fit>
@@ -251,8 +255,8 @@ train::History fit_tensors(nn::Model& model, const Tensor& x, const Tensor& y,
                            std::optional<std::int64_t> batch_size, int epochs, int verbose,
                            const nb::list& callbacks, double validation_split,
                            const std::optional<data::Pipeline>& validation, bool shuffle,
-                           std::uint64_t seed, int initial_epoch) {
-  FitCall call(epochs, verbose, callbacks, initial_epoch);
+                           std::uint64_t seed, int initial_epoch, std::int64_t initial_step) {
+  FitCall call(epochs, verbose, callbacks, initial_epoch, initial_step);
   call.options.batch_size = batch_size;
   call.options.validation_split = validation_split;
   call.options.validation_data = validation ? &*validation : nullptr;
@@ -263,8 +267,9 @@ train::History fit_tensors(nn::Model& model, const Tensor& x, const Tensor& y,
 
 train::History fit_dataset(nn::Model& model, const data::Pipeline& dataset, int epochs, int verbose,
                            const nb::list& callbacks,
-                           const std::optional<data::Pipeline>& validation, int initial_epoch) {
-  FitCall call(epochs, verbose, callbacks, initial_epoch);
+                           const std::optional<data::Pipeline>& validation, int initial_epoch,
+                           std::int64_t initial_step) {
+  FitCall call(epochs, verbose, callbacks, initial_epoch, initial_step);
   call.options.validation_data = validation ? &*validation : nullptr;
   return call.run([&](const train::FitOptions& options) { return model.fit(dataset, options); });
 }
@@ -344,18 +349,44 @@ void bind_models(nb::module_& module) {
           [](train::Optimizer& optimizer, double rate) { optimizer.set_learning_rate(rate); })
       .def("apply_gradients", &train::Optimizer::apply_gradients, nb::arg("gradients"),
            nb::arg("variables"));
+  // A learning rate as Keras takes one: a number or a schedule object.
+  using Rate = std::variant<double, std::shared_ptr<train::LearningRateSchedule>>;
+  const auto learning_rate = [](const Rate& rate) {
+    if (const auto* value = std::get_if<double>(&rate)) return train::LearningRate(*value);
+    return train::LearningRate(std::shared_ptr<const train::LearningRateSchedule>(
+        std::get<std::shared_ptr<train::LearningRateSchedule>>(rate)));
+  };
+  nb::class_<train::LearningRateSchedule>(module, "LearningRateSchedule")
+      .def("__call__", &train::LearningRateSchedule::operator(), nb::arg("step"));
+  module.def("cosine_decay", [](double initial, std::int64_t decay_steps, double alpha,
+                                std::int64_t warmup_steps, double warmup_target) {
+    std::shared_ptr<train::LearningRateSchedule> schedule;
+    if (warmup_steps == 0) {
+      schedule = std::make_shared<train::CosineDecay>(initial, decay_steps, alpha);
+    } else {
+      // Keras: from the initial rate up to warmup_target over warmup_steps, then the cosine
+      // from warmup_target.
+      schedule = std::make_shared<train::LinearWarmup>(
+          train::CosineDecay(warmup_target, decay_steps, alpha), warmup_steps, initial);
+    }
+    return schedule;
+  });
+  module.def("step_decay", [](double initial, std::int64_t step_size, double decay_rate) {
+    return std::shared_ptr<train::LearningRateSchedule>(
+        std::make_shared<train::StepDecay>(initial, step_size, decay_rate));
+  });
   module.def(
       "Adam",
-      [](double learning_rate, double beta_1, double beta_2, double epsilon) {
+      [learning_rate](const Rate& rate, double beta_1, double beta_2, double epsilon) {
         return std::shared_ptr<train::Optimizer>(
-            std::make_shared<train::Adam>(learning_rate, beta_1, beta_2, epsilon));
+            std::make_shared<train::Adam>(learning_rate(rate), beta_1, beta_2, epsilon));
       },
       nb::arg("learning_rate"), nb::arg("beta_1"), nb::arg("beta_2"), nb::arg("epsilon"));
   module.def(
       "SGD",
-      [](double learning_rate, double momentum, bool nesterov) {
+      [learning_rate](const Rate& rate, double momentum, bool nesterov) {
         return std::shared_ptr<train::Optimizer>(
-            std::make_shared<train::SGD>(learning_rate, momentum, nesterov));
+            std::make_shared<train::SGD>(learning_rate(rate), momentum, nesterov));
       },
       nb::arg("learning_rate"), nb::arg("momentum"), nb::arg("nesterov"));
 
@@ -422,9 +453,10 @@ void bind_models(nb::module_& module) {
       .def("fit", &fit_tensors, nb::arg("x"), nb::arg("y"), nb::arg("batch_size"),
            nb::arg("epochs"), nb::arg("verbose"), nb::arg("callbacks"), nb::arg("validation_split"),
            nb::arg("validation").none(), nb::arg("shuffle"), nb::arg("seed"),
-           nb::arg("initial_epoch"))
+           nb::arg("initial_epoch"), nb::arg("initial_step"))
       .def("fit_dataset", &fit_dataset, nb::arg("dataset"), nb::arg("epochs"), nb::arg("verbose"),
-           nb::arg("callbacks"), nb::arg("validation").none(), nb::arg("initial_epoch"))
+           nb::arg("callbacks"), nb::arg("validation").none(), nb::arg("initial_epoch"),
+           nb::arg("initial_step"))
       .def("evaluate",
            [](nn::Model& model, const Tensor& x, const Tensor& y, std::int64_t batch_size) {
              nb::gil_scoped_release released;
@@ -461,6 +493,23 @@ void bind_models(nb::module_& module) {
       nb::arg("inputs"), nb::arg("outputs"), nb::arg("name"));
   // A folder Model::save wrote, a .keras file (with its weights) or a Keras JSON description
   // (model.to_json(), config.json: fresh weights).
+  // Keras' BackupAndRestore over Tandem's checkpoints (weights, optimizer state, the epoch's
+  // position): the newest backup in `directory` restored into `model`, giving where fit goes on
+  // from (None when there is none), and the callback that writes one at every epoch's end.
+  module.def("restore_backup", [](nn::Model& model, const std::string& directory) -> nb::object {
+    if (!io::latest_checkpoint(directory)) return nb::none();
+    const io::CheckpointInfo info = io::restore_checkpoint(directory, model);
+    return nb::make_tuple(info.position.epoch, info.position.batch);
+  });
+  nb::class_<io::ModelCheckpoint, train::Callback>(module, "BackupWriter")
+      .def("__init__", [](io::ModelCheckpoint* self, const std::string& directory) {
+        io::ModelCheckpointOptions options;
+        options.checkpoint.keep_last = 1;
+        // On disk before the next epoch starts, as Keras writes its backups: a failure right
+        // after an epoch's end loses nothing of it.
+        options.checkpoint.async = false;
+        new (self) io::ModelCheckpoint(directory, std::move(options));
+      });
   module.def("model_from_json",
              [](const std::string& text) { return io::keras_model_from_json(text).model; });
   module.def("load_model", [](const std::string& path) {

@@ -53,6 +53,7 @@ void bind_ops(nb::module_& module) {
   ops.def("reshape", &reshape, nb::arg("x"), nb::arg("shape"));
   ops.def("transpose", &transpose, nb::arg("x"), nb::arg("permutation"));
   ops.def("concat", &concat, nb::arg("xs"), nb::arg("axis"));
+  ops.def("slice", &slice, nb::arg("x"), nb::arg("begin"), nb::arg("size"));
   ops.def(
       "cast",
       [](const Tensor& x, const std::string& dtype) { return cast(x, dtype_from_tf_name(dtype)); },

@@ -151,7 +151,7 @@ def test_fit_releases_the_gil():
     thread.start()
     ticks_before = counter["ticks"]
     try:
-        model._native.fit(tf.constant(x), tf.constant(y), 32, 3, 0, [], 0.0, None, True, 0, 0)
+        model._native.fit(tf.constant(x), tf.constant(y), 32, 3, 0, [], 0.0, None, True, 0, 0, 0)
         ticks_during = counter["ticks"] - ticks_before
     finally:
         counter["done"] = True
@@ -223,3 +223,69 @@ def test_tensorflow_reads_to_json(tmp_path):
     assert read.returncode == 0, read.stderr[-3000:]
     assert read.stdout.split("[")[0].strip() == str(model.count_params())
     assert "'Dense', 'Dense'" in read.stdout
+
+
+def test_model_checkpoint_saves_each_improvement_under_its_formatted_name(tmp_path):
+    x, y = blobs(256)
+    model = classifier()
+    checkpoint = tf.keras.callbacks.ModelCheckpoint(
+        str(tmp_path / "model-{epoch:02d}.keras"), monitor="loss", save_best_only=True
+    )
+    history = model.fit(x, y, epochs=3, verbose=0, callbacks=[checkpoint])
+    losses = history.history["loss"]
+    improved = [e + 1 for e, loss in enumerate(losses) if loss == min(losses[: e + 1])]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"model-{e:02d}.keras" for e in improved]
+    last = tf.keras.models.load_model(str(tmp_path / f"model-{improved[-1]:02d}.keras"))
+    np.testing.assert_allclose(last.predict(x, verbose=0), model.predict(x, verbose=0), rtol=1e-6)
+
+
+def test_backup_and_restore_resumes_an_interrupted_fit_to_the_uninterrupted_weights(tmp_path):
+    x, y = blobs(256)
+
+    def fresh():
+        tf.keras.backend.clear_session()
+        tf.random.set_seed(5)
+        return classifier()
+
+    uninterrupted = fresh()
+    uninterrupted.fit(x, y, epochs=4, verbose=0)
+
+    class Preempted(tf.keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 1:
+                raise RuntimeError("preempted")
+
+    backup_dir = tmp_path / "backup"
+    backup = tf.keras.callbacks.BackupAndRestore(str(backup_dir))
+    model = fresh()
+    with pytest.raises(RuntimeError, match="preempted"):
+        model.fit(x, y, epochs=4, verbose=0, callbacks=[backup, Preempted()])
+    assert backup_dir.is_dir(), "the backup stays after a failed fit"
+
+    resumed = fresh()  # a new process would start from fresh weights
+    history = resumed.fit(x, y, epochs=4, verbose=0, callbacks=[backup])
+    assert history.epoch == [2, 3], "the two epochs the backup had not done"
+    for got, want in zip(resumed.get_weights(), uninterrupted.get_weights()):
+        np.testing.assert_array_equal(got, want)
+    assert not backup_dir.exists(), "deleted once fit ends normally"
+
+
+def test_learning_rate_schedules_drive_the_optimizer_step_by_step():
+    cosine = tf.keras.optimizers.schedules.CosineDecay(0.01, decay_steps=16)
+    assert cosine(0) == pytest.approx(0.01) and cosine(8) == pytest.approx(0.005)
+    assert cosine(16) == pytest.approx(0.0) and cosine(100) == pytest.approx(0.0)
+    warm = tf.keras.optimizers.schedules.CosineDecay(
+        0.0, decay_steps=10, warmup_target=0.1, warmup_steps=4
+    )
+    assert [round(warm(s), 6) for s in (0, 2, 4)] == [0.0, 0.05, 0.1]
+    stairs = tf.keras.optimizers.schedules.ExponentialDecay(0.1, 4, 0.5, staircase=True)
+    assert [stairs(s) for s in (0, 3, 4, 9)] == pytest.approx([0.1, 0.1, 0.05, 0.025])
+    with pytest.raises(NotImplementedError, match="staircase=False"):
+        tf.keras.optimizers.schedules.ExponentialDecay(0.1, 4, 0.5)
+    x, y = blobs(256)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(2, activation="softmax", input_shape=(8,))])
+    optimizer = tf.keras.optimizers.Adam(learning_rate=cosine)
+    model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
+    model.fit(x, y, epochs=1, batch_size=32, verbose=0)  # 8 updates
+    assert optimizer.iterations == 8
+    assert optimizer.learning_rate == pytest.approx(cosine(8))

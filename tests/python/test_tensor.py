@@ -93,3 +93,29 @@ def test_pytorch_shares_memory_both_ways():
     assert into_tandem.dtype == tf.int64
     source.add_(10)
     np.testing.assert_array_equal(into_tandem.numpy(), np.arange(4) + 10)
+
+
+def test_indexing_matches_numpy_and_carries_gradients():
+    array = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    tensor = tf.constant(array)
+    for index in [
+        0,
+        -1,
+        (1, 2),
+        (slice(None), 1),
+        (..., 0),
+        (0, slice(1, 3)),
+        (None, 1),
+        (slice(-2, None), ..., slice(0, 2)),
+    ]:
+        np.testing.assert_array_equal(tensor[index].numpy(), array[index], err_msg=str(index))
+    with pytest.raises(IndexError, match="out of range"):
+        tensor[2]
+    with pytest.raises(NotImplementedError, match="strided_slice"):
+        tensor[::2]
+    x = tf.Variable(array)
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(x[1, :, 2:])
+    expected = np.zeros_like(array)
+    expected[1, :, 2:] = 1.0
+    np.testing.assert_array_equal(tape.gradient(y, x).numpy(), expected)

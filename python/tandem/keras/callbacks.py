@@ -6,7 +6,8 @@ when the subclass defines them, so a callback that watches epochs costs the step
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+import shutil
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tandem import _native
 from tandem._unsupported import missing, module_getattr
@@ -148,6 +149,84 @@ class TensorBoard(NativeCallback):
             else (1 if update_freq == "batch" else int(update_freq))
         )
         self._native = _native.TensorBoard(str(log_dir), int(histogram_freq), steps)
+
+
+class ModelCheckpoint(Callback):
+    """Saves the model at the end of every epoch (or only when ``monitor`` improves) to
+    ``filepath``, which may name the epoch and logs: "ckpt-{epoch:02d}-{val_loss:.2f}.keras".
+    A path ending in .keras is a Keras file TensorFlow opens; any other is a saved-model folder."""
+
+    def __init__(
+        self,
+        filepath: Any,
+        monitor: str = "val_loss",
+        verbose: int = 0,
+        save_best_only: bool = False,
+        save_weights_only: bool = False,
+        mode: str = "auto",
+        save_freq: Any = "epoch",
+        initial_value_threshold: Optional[float] = None,
+    ) -> None:
+        super().__init__()
+        if save_weights_only:
+            missing("tf.keras.callbacks.ModelCheckpoint(save_weights_only=True)")
+        if save_freq != "epoch":
+            missing("tf.keras.callbacks.ModelCheckpoint(save_freq=<steps>)")
+        if mode not in ("auto", "min", "max"):
+            raise ValueError(f"ModelCheckpoint: mode {mode!r} is none of auto, min, max")
+        self.filepath, self.monitor, self.verbose = str(filepath), monitor, verbose
+        self.save_best_only = save_best_only
+        self._maximize = mode == "max" or (mode == "auto" and "acc" in monitor)
+        self.best: Optional[float] = initial_value_threshold
+
+    def on_epoch_end(self, epoch: int, logs: Optional[Dict[str, float]] = None) -> None:
+        logs = dict(logs or {})
+        path = self.filepath.format(epoch=epoch + 1, **logs)
+        if self.save_best_only:
+            value = logs.get(self.monitor)
+            if value is None:
+                raise KeyError(
+                    f"ModelCheckpoint: monitor {self.monitor!r} is not among the logs "
+                    f"({', '.join(sorted(logs))}); give one of them"
+                )
+            improved = self.best is None or (
+                value > self.best if self._maximize else value < self.best
+            )
+            if not improved:
+                return
+            self.best = value
+        self.model.save(path)
+        if self.verbose:
+            print(f"\nEpoch {epoch + 1}: saving model to {path}")
+
+
+class BackupAndRestore(NativeCallback):
+    """Backs the run up in ``backup_dir`` at every epoch's end (weights, optimizer state, where
+    training is) and, when fit starts with a backup there, restores it and goes on from the epoch
+    after it. The backup is deleted when fit ends normally (``delete_checkpoint``)."""
+
+    def __init__(
+        self,
+        backup_dir: str,
+        save_freq: Any = "epoch",
+        delete_checkpoint: bool = True,
+        save_before_preemption: bool = False,
+    ) -> None:
+        if save_freq != "epoch" or save_before_preemption:
+            missing(
+                "tf.keras.callbacks.BackupAndRestore(save_freq=<steps>/save_before_preemption=True)"
+            )
+        self.backup_dir = str(backup_dir)
+        self.delete_checkpoint = delete_checkpoint
+        self._native = _native.BackupWriter(self.backup_dir)
+
+    def _restore(self, model: Any) -> Optional[Tuple[int, int]]:
+        position = _native.restore_backup(model._native, self.backup_dir)
+        return None if position is None else (int(position[0]), int(position[1]))
+
+    def _finished(self) -> None:
+        if self.delete_checkpoint:
+            shutil.rmtree(self.backup_dir, ignore_errors=True)
 
 
 __getattr__ = module_getattr("tf.keras.callbacks")

@@ -243,6 +243,12 @@ class Model(WeightsOf):
             for c in [history] + given
         ]
         validation = _validation_pipeline(validation_data, validation_batch_size or batch_size)
+        start_epoch, start_step = int(initial_epoch), 0
+        backups = [c for c in given if isinstance(c, callbacks_module.BackupAndRestore)]
+        for backup in backups:
+            position = backup._restore(self)
+            if position is not None:
+                start_epoch, start_step = position
         if isinstance(x, data_module.Dataset):
             if y is not None or batch_size is not None or validation_split:
                 raise ValueError(
@@ -255,7 +261,8 @@ class Model(WeightsOf):
                 _verbose(verbose),
                 natives,
                 validation,
-                int(initial_epoch),
+                start_epoch,
+                start_step,
             )
         else:
             self._native.fit(
@@ -269,8 +276,11 @@ class Model(WeightsOf):
                 validation,
                 bool(shuffle),
                 _FIT_SEED,
-                int(initial_epoch),
+                start_epoch,
+                start_step,
             )
+        for backup in backups:
+            backup._finished()
         self.history = history
         return history
 

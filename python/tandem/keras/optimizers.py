@@ -7,6 +7,7 @@ from typing import Any, Dict, Iterable, Optional, Tuple
 from tandem import _native
 from tandem._tensor import Tensor
 from tandem._unsupported import missing, module_getattr
+from tandem.keras import schedules
 
 
 class Optimizer:
@@ -44,9 +45,12 @@ class Optimizer:
         self._native.apply_gradients(gradients, [v for _, v in pairs])
 
 
-def _rate(name: str, learning_rate: Any) -> float:
+def _rate(name: str, learning_rate: Any) -> Any:
+    """A learning rate as the native optimizers take it: a number or a Tandem schedule."""
+    if isinstance(learning_rate, schedules.LearningRateSchedule):
+        return learning_rate._native
     if not isinstance(learning_rate, (int, float)):
-        missing(f"tf.keras.optimizers.{name} with a learning-rate schedule object")
+        missing(f"tf.keras.optimizers.{name} with a {type(learning_rate).__name__} learning rate")
     return float(learning_rate)
 
 
