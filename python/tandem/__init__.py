@@ -34,6 +34,7 @@ from tandem._array_ops import (
     zeros,
 )
 from tandem._autodiff import GradientTape
+from tandem._function import function
 from tandem._tensor import (
     Tensor,
     TensorShape,

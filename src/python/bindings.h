@@ -21,6 +21,7 @@ void bind_models(nb::module_& module);
 void bind_devices(nb::module_& module);
 void bind_distribute(nb::module_& module);
 void bind_bench(nb::module_& module);
+void bind_function(nb::module_& module);
 
 // TensorFlow's (and numpy's) name of a dtype: "float32", "bfloat16", "int64", "bool".
 const char* tf_dtype_name(DType dtype);

@@ -16,4 +16,5 @@ NB_MODULE(_native, module) {
   tandem::python::bind_devices(module);
   tandem::python::bind_distribute(module);
   tandem::python::bind_bench(module);
+  tandem::python::bind_function(module);
 }
