@@ -4,6 +4,7 @@
 // below, in the library.
 #include <nanobind/nanobind.h>
 
+#include <memory>
 #include <string>
 
 #include "tandem/dtype.h"
@@ -22,6 +23,10 @@ void bind_devices(nb::module_& module);
 void bind_distribute(nb::module_& module);
 void bind_bench(nb::module_& module);
 void bind_function(nb::module_& module);
+
+// A Python object for C++ code that may drop it on any thread (a pipeline's, a compiled step's):
+// the reference is released under the GIL.
+std::shared_ptr<nb::object> held_under_gil(nb::object object);
 
 // TensorFlow's (and numpy's) name of a dtype: "float32", "bfloat16", "int64", "bool".
 const char* tf_dtype_name(DType dtype);

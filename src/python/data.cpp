@@ -43,10 +43,7 @@ data::Element element_of(const nb::handle& components, const char* what) {
 // A Python function of a dict of tensors as a MapFn: called under the GIL on whichever thread of
 // the pipeline runs it; the function object is released under the GIL too.
 data::MapFn python_map(nb::object function) {
-  auto shared = std::shared_ptr<nb::object>(new nb::object(std::move(function)), [](nb::object* f) {
-    nb::gil_scoped_acquire gil;
-    delete f;
-  });
+  auto shared = held_under_gil(std::move(function));
   return [shared](data::Element element) {
     nb::gil_scoped_acquire gil;
     const nb::object result = (*shared)(element_dict(element));

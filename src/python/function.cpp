@@ -17,10 +17,7 @@ namespace {
 // The Python function as a step body: flat tensors in, flat tensors out (python/tandem/_function.py
 // flattens and rebuilds the caller's structure). Released under the GIL.
 StepBody python_body(nb::object function) {
-  auto shared = std::shared_ptr<nb::object>(new nb::object(std::move(function)), [](nb::object* f) {
-    nb::gil_scoped_acquire gil;
-    delete f;
-  });
+  auto shared = held_under_gil(std::move(function));
   return [shared](const std::vector<Tensor>& inputs) {
     nb::gil_scoped_acquire gil;
     const nb::object results = (*shared)(inputs);

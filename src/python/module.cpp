@@ -1,6 +1,17 @@
 // tandem._native: the C++ half of `import tandem as tf`.
 #include "python/bindings.h"
 
+namespace tandem::python {
+
+std::shared_ptr<nb::object> held_under_gil(nb::object object) {
+  return std::shared_ptr<nb::object>(new nb::object(std::move(object)), [](nb::object* held) {
+    nb::gil_scoped_acquire gil;
+    delete held;
+  });
+}
+
+}  // namespace tandem::python
+
 NB_MODULE(_native, module) {
   module.doc() = "Tandem's native module; import tandem (python/tandem/) instead.";
   // nanobind lists the instances still alive when the interpreter exits (a notebook's model, a
