@@ -42,6 +42,7 @@ from tandem._tensor import (
     cast,
     constant,
     convert_to_tensor,
+    device,
 )
 from tandem._unsupported import module_getattr
 from tandem.dtypes import (

@@ -6,7 +6,7 @@ from typing import Any, Optional, Sequence
 
 from tandem import _native
 from tandem import dtypes as _dtypes
-from tandem._tensor import Tensor, TensorLike, _operand, cast, convert_to_tensor
+from tandem._tensor import Tensor, TensorLike, _operand, _placed, cast, convert_to_tensor
 
 
 def matmul(
@@ -58,12 +58,12 @@ def where(
 
 def fill(dims: Sequence[int], value: float, name: Optional[str] = None) -> Tensor:
     dtype = "float32" if isinstance(value, float) else "int32"
-    return _native.full([int(d) for d in dims], float(value), dtype)
+    return _placed(_native.full([int(d) for d in dims], float(value), dtype))
 
 
 def zeros(shape: Sequence[int], dtype: Any = "float32", name: Optional[str] = None) -> Tensor:
-    return _native.full([int(d) for d in shape], 0.0, _dtypes.as_dtype(dtype).name)
+    return _placed(_native.full([int(d) for d in shape], 0.0, _dtypes.as_dtype(dtype).name))
 
 
 def ones(shape: Sequence[int], dtype: Any = "float32", name: Optional[str] = None) -> Tensor:
-    return _native.full([int(d) for d in shape], 1.0, _dtypes.as_dtype(dtype).name)
+    return _placed(_native.full([int(d) for d in shape], 1.0, _dtypes.as_dtype(dtype).name))

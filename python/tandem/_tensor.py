@@ -7,7 +7,9 @@ without copies (``numpy()``, ``__array__``, ``__dlpack__``).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Union
+import contextlib
+import threading
+from typing import Any, Iterator, Optional, Sequence, Union
 
 import ml_dtypes
 import numpy as np
@@ -66,6 +68,44 @@ def _from_array(array: np.ndarray) -> Tensor:
     return _native.tensor_copy(array)
 
 
+_placement = threading.local()
+
+
+def _placed(tensor: Tensor) -> Tensor:
+    """The tensor on the device of the innermost ``with tf.device(...)``, if any."""
+    target = getattr(_placement, "device", None)
+    return tensor if target is None or target == tensor.device_name else tensor.to(target)
+
+
+def _tandem_device(name: str) -> str:
+    """TensorFlow's device names ("/GPU:0", "/device:CPU:0", "/job:localhost/.../device:GPU:1")
+    as Tandem's ("cuda:0", "cpu"); a GPU this machine lacks is the CPU (soft placement)."""
+    text = name.lower().split("device:")[-1].strip("/")
+    kind, _, index = text.partition(":")
+    if kind == "cpu":
+        return "cpu"
+    if kind == "gpu":
+        wanted = int(index or 0)
+        gpus = sum(1 for found, _ in _native.physical_devices() if found == "GPU")
+        return f"cuda:{wanted}" if wanted < gpus else "cpu"
+    if kind == "tpu":
+        missing("tf.device('/TPU:N') (TPUs train through TPUStrategy)")
+    raise ValueError(f"tf.device: unknown device {name!r}; give /CPU:0 or /GPU:N")
+
+
+@contextlib.contextmanager
+def device(device_name: str) -> Iterator[None]:
+    """tf.device: tensors made inside (constant, Variable, zeros, ones, fill, tf.random) are
+    placed on the device, and ops run where their inputs are. A GPU the machine lacks falls back
+    to the CPU, as TensorFlow's soft placement does."""
+    previous = getattr(_placement, "device", None)
+    _placement.device = _tandem_device(device_name)
+    try:
+        yield
+    finally:
+        _placement.device = previous
+
+
 def constant(
     value: Any, dtype: Any = None, shape: Optional[Sequence[int]] = None, name: Optional[str] = None
 ) -> Tensor:
@@ -86,7 +126,7 @@ def constant(
                     f"constant: {array.size} values cannot have shape {shape}; give "
                     f"{int(np.prod(shape))} values or one"
                 )
-        tensor = _from_array(array)
+        tensor = _placed(_from_array(array))
     if name:
         tensor.set_name(name)
     return tensor
@@ -137,6 +177,13 @@ def _binary(op: Any, reflected: bool = False) -> Any:
         return op(operand, self) if reflected else op(self, operand)
 
     return method
+
+
+def _tf_device_name(name: str) -> str:
+    """Tandem's device ("cpu", "cuda:1") as TensorFlow names it."""
+    kind, _, index = name.partition(":")
+    tf_kind = {"cpu": "CPU", "cuda": "GPU"}.get(kind, kind.upper())
+    return f"/job:localhost/replica:0/task:0/device:{tf_kind}:{index or 0}"
 
 
 def _numpy(self: Tensor) -> np.ndarray:
@@ -237,11 +284,7 @@ _ops = _native.ops
 _methods = {
     "shape": property(lambda self: TensorShape(self.shape_list)),
     "dtype": property(lambda self: _dtypes.as_dtype(self.dtype_name)),
-    "device": property(
-        lambda self: {"cpu": "/job:localhost/replica:0/task:0/device:CPU:0"}.get(
-            self.device_name, self.device_name
-        )
-    ),
+    "device": property(lambda self: _tf_device_name(self.device_name)),
     "ndim": property(lambda self: len(self.shape_list)),
     "name": property(lambda self: self.tensor_name),
     "trainable": property(lambda self: self.is_variable),

@@ -6,7 +6,7 @@ from typing import Any, Optional, Sequence
 
 from tandem import _native
 from tandem import dtypes as _dtypes
-from tandem._tensor import Tensor
+from tandem._tensor import Tensor, _placed
 from tandem._unsupported import missing, module_getattr
 
 
@@ -29,8 +29,10 @@ def normal(
 ) -> Tensor:
     if seed is not None:
         missing("tf.random.normal(seed=...) (an op-level seed); set tf.random.set_seed instead")
-    return _native.random_normal(
-        _shape(shape), float(mean), float(stddev), _dtypes.as_dtype(dtype).name
+    return _placed(
+        _native.random_normal(
+            _shape(shape), float(mean), float(stddev), _dtypes.as_dtype(dtype).name
+        )
     )
 
 
@@ -44,8 +46,10 @@ def uniform(
 ) -> Tensor:
     if seed is not None:
         missing("tf.random.uniform(seed=...) (an op-level seed); set tf.random.set_seed instead")
-    return _native.random_uniform(
-        _shape(shape), float(minval), float(maxval), _dtypes.as_dtype(dtype).name
+    return _placed(
+        _native.random_uniform(
+            _shape(shape), float(minval), float(maxval), _dtypes.as_dtype(dtype).name
+        )
     )
 
 

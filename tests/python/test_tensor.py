@@ -119,3 +119,17 @@ def test_indexing_matches_numpy_and_carries_gradients():
     expected = np.zeros_like(array)
     expected[1, :, 2:] = 1.0
     np.testing.assert_array_equal(tape.gradient(y, x).numpy(), expected)
+
+
+def test_tf_device_places_new_tensors_with_soft_placement():
+    gpus = tf.config.list_physical_devices("GPU")
+    with tf.device("/CPU:0"):
+        x = tf.constant([1.0])
+    assert x.device == "/job:localhost/replica:0/task:0/device:CPU:0"
+    with tf.device("/GPU:0"):
+        y = tf.zeros([2]) + tf.random.normal([2])
+    expected = "GPU:0" if gpus else "CPU:0"
+    assert y.device.endswith(expected), y.device
+    with pytest.raises(ValueError, match="unknown device"):
+        with tf.device("/XPU:0"):
+            pass
