@@ -11,6 +11,7 @@ from tandem import (
     bench,
     config,
     data,
+    debugging,
     distribute,
     dtypes,
     errors,

@@ -3,12 +3,36 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdio>
+#include <span>
 #include "python/bindings.h"
+
+#include "ops/backend.h"
 #include "tandem/distribute.h"
+#include "tandem/ops.h"
 #include "tandem/random.h"
 #include "tandem/runtime.h"
 
 namespace tandem::python {
+namespace {
+
+// tf.debugging.set_log_device_placement(True): a line per op run, on the process's stderr as
+// TensorFlow logs it ("Executing op matmul in device
+// /job:localhost/replica:0/task:0/device:CPU:0").
+class PlacementLog final : public OpObserver {
+ public:
+  void after_op(OpKind kind, std::span<const Tensor>, std::span<const Tensor> outputs,
+                const Attrs&) override {
+    const Device device = outputs.empty() ? Device::cpu() : outputs.front().device();
+    const char* tf_kind = device.type == DeviceType::cpu    ? "CPU"
+                          : device.type == DeviceType::cuda ? "GPU"
+                                                            : "XLA";
+    std::fprintf(stderr, "Executing op %s in device /job:localhost/replica:0/task:0/device:%s:%d\n",
+                 op_name(kind), tf_kind, device.index);
+  }
+};
+
+}  // namespace
 
 void bind_devices(nb::module_& module) {
   // (device_type, details) per device: "CPU", "GPU" (CUDA, usable by Tandem), "TPU".
@@ -68,6 +92,13 @@ void bind_devices(nb::module_& module) {
       },
       nb::arg("shape"), nb::arg("mean"), nb::arg("stddev"), nb::arg("dtype"));
   module.def("version", &version);
+  module.def("set_log_device_placement", [](bool enabled) {
+    static PlacementLog log;
+    static bool installed = false;
+    if (enabled && !installed) add_op_observer(&log);
+    if (!enabled && installed) remove_op_observer(&log);
+    installed = enabled;
+  });
   module.def("built_with_cuda", [] { return distribute::discover_devices().cuda.backend_built; });
 }
 

@@ -133,3 +133,17 @@ def test_tf_device_places_new_tensors_with_soft_placement():
     with pytest.raises(ValueError, match="unknown device"):
         with tf.device("/XPU:0"):
             pass
+
+
+def test_device_placement_logging_names_each_op_and_its_device(capfd):
+    a = tf.constant([[1.0, 2.0]])
+    tf.debugging.set_log_device_placement(True)
+    try:
+        tf.matmul(a, tf.transpose(a))
+    finally:
+        tf.debugging.set_log_device_placement(False)
+    tf.matmul(a, tf.transpose(a))
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("Executing op matmul")]
+    assert lines == ["Executing op matmul in device /job:localhost/replica:0/task:0/device:CPU:0"]
+    assert "Executing op transpose" in err
