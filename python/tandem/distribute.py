@@ -43,11 +43,35 @@ class Strategy:
             stack.pop()
             del native_scope
 
+    def _one_replica(self, method: str) -> None:
+        if self.num_replicas_in_sync != 1:
+            missing(
+                f"tf.distribute.Strategy.{method} with {self.num_replicas_in_sync} replicas "
+                "(custom loops under a multi-replica strategy); model.fit splits the batches"
+            )
+
     def experimental_distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
-        missing("tf.distribute.Strategy.experimental_distribute_dataset (fit splits batches)")
+        """With one replica, the dataset itself (each batch is that replica's)."""
+        self._one_replica("experimental_distribute_dataset")
+        return dataset
 
     def run(self, fn: Any, args: Any = (), kwargs: Any = None, options: Any = None) -> Any:
-        missing("tf.distribute.Strategy.run (custom loops under a strategy)")
+        """With one replica, ``fn(*args, **kwargs)`` on it: its results are the per-replica
+        values."""
+        self._one_replica("run")
+        return fn(*args, **(kwargs or {}))
+
+    def reduce(self, reduce_op: Any, value: Any, axis: Any = None) -> Any:
+        """With one replica, the value itself, reduced along ``axis`` when one is given."""
+        self._one_replica("reduce")
+        op = str(getattr(reduce_op, "name", reduce_op)).upper()
+        if op not in ("SUM", "MEAN"):
+            raise ValueError(f"reduce: unknown reduce_op {reduce_op!r}; give SUM or MEAN")
+        if axis is None:
+            return value
+        from tandem import math
+
+        return (math.reduce_sum if op == "SUM" else math.reduce_mean)(value, axis=axis)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.description}, {self.num_replicas_in_sync} replicas>"
@@ -100,6 +124,13 @@ class TPUStrategy(Strategy):
         if unsupported:
             missing(f"tf.distribute.TPUStrategy({', '.join(unsupported)}=...)")
         super().__init__(_native.make_strategy("tpu"))
+
+
+class ReduceOp:
+    """tf.distribute.ReduceOp."""
+
+    SUM = "SUM"
+    MEAN = "MEAN"
 
 
 _default = Strategy()

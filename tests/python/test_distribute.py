@@ -62,3 +62,20 @@ def test_a_model_compiled_in_a_scope_trains_on_global_batches():
     assert history.history["accuracy"][-1] > 0.95
     with pytest.raises(ValueError, match="unknown device"):
         tf.distribute.OneDeviceStrategy("/tpu:0")
+
+
+def test_a_custom_loop_under_a_one_replica_strategy_runs_as_written():
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    x, y = blobs(64)
+    dataset = strategy.experimental_distribute_dataset(
+        tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+    )
+
+    def step(xb, yb):
+        return tf.reduce_sum(xb, axis=1)
+
+    totals = [
+        strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step, args=batch), axis=0)
+        for batch in dataset
+    ]
+    assert sum(float(t) for t in totals) == pytest.approx(float(x.sum()), rel=1e-5)
