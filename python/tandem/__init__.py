@@ -16,6 +16,8 @@ from tandem import (
     dtypes,
     errors,
     experimental,
+    image,
+    io,
     keras,
     math,
     nn,
@@ -59,6 +61,7 @@ from tandem.dtypes import (
     int8,
     int32,
     int64,
+    string,
     uint8,
 )
 from tandem.math import (

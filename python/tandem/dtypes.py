@@ -63,6 +63,9 @@ uint8 = DType("uint8", np.uint8)
 int32 = DType("int32", np.int32)
 int64 = DType("int64", np.int64)
 bool = DType("bool", np.bool_)
+# tf.string: a byte string, which Tandem holds as a rank-1 uint8 tensor (parse_single_example's
+# feature type; no tensor has this dtype).
+string = DType("string", np.object_)
 half = float16
 double = float64
 
@@ -78,6 +81,8 @@ def as_dtype(value: Any) -> DType:
         return value
     if isinstance(value, str) and value in _BY_NAME:
         return _BY_NAME[value]
+    if isinstance(value, str) and value == "string":
+        return string
     if isinstance(value, str) and value in _ALIASES:
         return _ALIASES[value]
     try:

@@ -23,6 +23,7 @@ void bind_devices(nb::module_& module);
 void bind_distribute(nb::module_& module);
 void bind_bench(nb::module_& module);
 void bind_function(nb::module_& module);
+void bind_io_image(nb::module_& module);
 
 // A Python object for C++ code that may drop it on any thread (a pipeline's, a compiled step's):
 // the reference is released under the GIL.

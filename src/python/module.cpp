@@ -28,4 +28,5 @@ NB_MODULE(_native, module) {
   tandem::python::bind_distribute(module);
   tandem::python::bind_bench(module);
   tandem::python::bind_function(module);
+  tandem::python::bind_io_image(module);
 }
