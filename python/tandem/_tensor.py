@@ -48,6 +48,11 @@ class TensorShape(tuple):
 
 
 def _to_numpy_array(value: Any, dtype: Optional[_dtypes.DType]) -> np.ndarray:
+    if isinstance(value, _native.SymbolicTensor):
+        raise TypeError(
+            "a Keras symbolic tensor (a functional model's, or a subclassed model's while its "
+            "call is traced) cannot go into TensorFlow ops in Tandem; use Keras layers on it"
+        )
     if isinstance(value, np.ndarray) or np.isscalar(value) and isinstance(value, np.generic):
         array = np.asarray(value)
     else:

@@ -289,3 +289,35 @@ def test_learning_rate_schedules_drive_the_optimizer_step_by_step():
     model.fit(x, y, epochs=1, batch_size=32, verbose=0)  # 8 updates
     assert optimizer.iterations == 8
     assert optimizer.learning_rate == pytest.approx(cosine(8))
+
+
+def test_a_subclassed_model_is_built_from_its_call_and_trains():
+    class Classifier(tf.keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.hidden = tf.keras.layers.Dense(16, activation="relu")
+            self.out = tf.keras.layers.Dense(2, activation="softmax")
+
+        def call(self, inputs, training=None):
+            return self.out(self.hidden(inputs))
+
+    model = Classifier()
+    with pytest.raises(ValueError, match="not yet been built"):
+        model.summary()
+    model.compile(
+        optimizer=tf.keras.optimizers.Adam(0.01),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+    )
+    x, y = blobs(512)
+    history = model.fit(x, y, epochs=3, verbose=0)
+    assert history.history["accuracy"][-1] > 0.95
+    assert model.name == "classifier" and model.count_params() == 8 * 16 + 16 + 16 * 2 + 2
+    assert model.predict(x[:4], verbose=0).shape == (4, 2)
+
+    class UsesOps(tf.keras.Model):
+        def call(self, inputs):
+            return tf.nn.relu(inputs) * 2.0
+
+    with pytest.raises(NotImplementedError, match="use layers"):
+        UsesOps().predict(x[:4], verbose=0)

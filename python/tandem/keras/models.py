@@ -17,6 +17,7 @@ from tandem import data as data_module
 from tandem._tensor import Tensor, cast, convert_to_tensor
 from tandem._unsupported import missing, module_getattr
 from tandem.keras import callbacks as callbacks_module
+from tandem.keras import layers as layers_module
 from tandem.keras import losses as losses_module
 from tandem.keras import optimizers as optimizers_module
 from tandem.keras.layers import Layer, WeightsOf
@@ -45,6 +46,19 @@ def _reject(method: str, **arguments: Any) -> None:
     for key, (value, default) in arguments.items():
         if value != default:
             missing(f"tf.keras.Model.{method}({key}={value!r})")
+
+
+def _snake_case(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(name))
+
+
+def _sample_shape(x: Any) -> tuple:
+    """The shape of a batch of x (arrays, a tensor, or a dataset's first batch of features)."""
+    if isinstance(x, data_module.Dataset):
+        for element in x:
+            return tuple((element[0] if isinstance(element, tuple) else element).shape)
+        raise ValueError("the dataset is empty: a subclassed model needs a batch to be built")
+    return tuple(np.shape(x) if not isinstance(x, Tensor) else x.shape)
 
 
 def _validation_pipeline(validation_data: Any, batch_size: Optional[int]) -> Any:
@@ -77,8 +91,17 @@ class Model(WeightsOf):
     ) -> None:
         if unsupported:
             missing(f"tf.keras.Model({', '.join(unsupported)}=...)")
+        if inputs is None and outputs is None and type(self).call is not Model.call:
+            # A subclass with its own call: built from it on the first batch it sees.
+            self._setup(None)
+            self._subclass_name = name or _snake_case(type(self).__name__)
+            self._pending_compile: Optional[Dict[str, Any]] = None
+            return
         if inputs is None or outputs is None:
-            missing(f"a subclassed tf.keras.Model ({type(self).__name__}, with its own call)")
+            raise TypeError(
+                "Model: give inputs and outputs (the functional API), or subclass Model and "
+                "define call"
+            )
         if isinstance(inputs, (list, tuple)) or isinstance(outputs, (list, tuple)):
             if (
                 len(inputs if isinstance(inputs, (list, tuple)) else [inputs]) != 1
@@ -90,10 +113,41 @@ class Model(WeightsOf):
         self._setup(_native.functional(inputs, outputs, name or ""))
 
     def _setup(self, native: Any) -> None:
-        self._native = native
+        self._native_model = native
         self._optimizer: Optional[optimizers_module.Optimizer] = None
         self._metric_names: List[str] = []
         self.history: Optional[callbacks_module.History] = None
+
+    @property
+    def _native(self) -> Any:
+        if self._native_model is None:
+            raise ValueError(
+                f"This model ({type(self).__name__}) has not yet been built: call it on a batch "
+                "or fit it first (a subclassed model is built from its call on its first input)"
+            )
+        return self._native_model
+
+    def call(self, inputs: Any, training: Optional[bool] = None) -> Any:
+        """A subclass defines the forward pass here, with Keras layers (traced once, on a
+        symbolic input shaped like the first batch)."""
+        raise NotImplementedError("Model.call: define it in a subclass")
+
+    def _build_from(self, x: Any) -> None:
+        """Builds a subclassed model by running its call on a symbolic input shaped as x."""
+        if self._native_model is not None:
+            return
+        symbolic = layers_module.Input(shape=list(_sample_shape(x))[1:])
+        try:
+            output = self.call(symbolic)
+        except TypeError as error:
+            missing(
+                f"a subclassed model whose call applies TensorFlow ops to its symbolic input "
+                f"({error}); Tandem traces call through Keras layers: use layers "
+                "(Activation, Add, Flatten, ...) for the arithmetic"
+            )
+        self._setup(_native.functional(symbolic, output, self._subclass_name))
+        if self._pending_compile is not None:
+            self.compile(**self._pending_compile)
 
     @classmethod
     def _wrap(cls, native: Any) -> Model:
@@ -146,7 +200,10 @@ class Model(WeightsOf):
         )
         self._native.build([int(d) for d in shape], "float32")
 
-    def __call__(self, inputs: Any, training: Optional[bool] = None) -> Tensor:
+    def __call__(self, inputs: Any, training: Optional[bool] = None) -> Any:
+        if isinstance(inputs, _native.SymbolicTensor):
+            missing("calling a model on a symbolic input (a model inside a model)")
+        self._build_from(inputs)
         return self._native.call(convert_to_tensor(inputs), bool(training))
 
     @property
@@ -181,6 +238,15 @@ class Model(WeightsOf):
         if loss is None:
             raise ValueError("compile: give a loss, e.g. loss='sparse_categorical_crossentropy'")
         self._optimizer = optimizers_module.get(optimizer)
+        if self._native_model is None:  # a subclassed model compiles once its call has built it
+            self._pending_compile = {
+                "optimizer": self._optimizer,
+                "loss": loss,
+                "metrics": metrics,
+                "run_eagerly": run_eagerly,
+                "jit_compile": jit_compile,
+            }
+            return
         metric_names = [metrics] if isinstance(metrics, str) else list(metrics or [])
         for metric in metric_names:
             if not isinstance(metric, str):
@@ -231,6 +297,7 @@ class Model(WeightsOf):
         )
         if unsupported:
             missing(f"tf.keras.Model.fit({', '.join(unsupported)}=...)")
+        self._build_from(x)
         history = callbacks_module.History()
         given = list(callbacks or [])
         params = {"epochs": int(epochs), "verbose": _verbose(verbose)}
@@ -295,6 +362,7 @@ class Model(WeightsOf):
     ) -> Union[float, List[float], Dict[str, float]]:
         if unsupported:
             missing(f"tf.keras.Model.evaluate({', '.join(unsupported)}=...)")
+        self._build_from(x)
         if isinstance(x, data_module.Dataset):
             logs: Dict[str, float] = self._native.evaluate_dataset(x._for_fit("evaluate"))
         else:
@@ -317,6 +385,7 @@ class Model(WeightsOf):
     ) -> np.ndarray:
         if unsupported:
             missing(f"tf.keras.Model.predict({', '.join(unsupported)}=...)")
+        self._build_from(x)
         return self._native.predict(_inputs(x, "predict's x"), int(batch_size or 32)).numpy()
 
     def train_on_batch(self, x: Any, y: Any) -> Dict[str, float]:
