@@ -2,8 +2,8 @@
 # src/python/): built when the Python interpreter CMake uses (the Makefile passes the project
 # virtualenv's, scripts/python-env.sh python) has nanobind. The build puts the whole package
 # together in <build>/python/tandem/ (the pure-Python files copied, the native module beside
-# them), which `make test`'s pytest imports. `pip install .` is meant to build the same package
-# with scikit-build-core (pyproject.toml; not yet run) and install the COMPONENT python files below.
+# them), which `make test`'s pytest imports. `pip wheel .` builds the same package with
+# scikit-build-core (pyproject.toml) and installs the COMPONENT python files below into the wheel.
 option(TANDEM_PYTHON "Build the Python package when nanobind is found" ON)
 set(TANDEM_PYTHON_BUILT OFF)
 if(TANDEM_PYTHON AND TANDEM_SANITIZE)
