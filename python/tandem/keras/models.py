@@ -189,7 +189,11 @@ class Model(WeightsOf):
         for variable, value in zip(mine, weights):
             variable.assign(convert_to_tensor(np.asarray(value), dtype=variable.dtype))
 
-    def summary(self, print_fn: Any = None, **unused: Any) -> None:
+    def summary(self, print_fn: Any = None, **layout: Any) -> None:
+        """Keras' table of layers, output shapes and parameters, to print_fn (print)."""
+        chosen = [key for key, value in layout.items() if value not in (None, False)]
+        if chosen:
+            missing(f"tf.keras.Model.summary({', '.join(chosen)}=...)")
         (print_fn or print)(self._native.summary_string().rstrip("\n"))
 
     def build(self, input_shape: Sequence[Optional[int]]) -> None:
