@@ -84,7 +84,7 @@ def test_an_exception_in_a_callback_stops_fit_with_it():
         classifier().fit(x, y, epochs=3, verbose=0, callbacks=[Broken()])
 
 
-def test_keras_callbacks_by_their_names(tmp_path):
+def test_keras_callbacks_by_their_names(tmp_path, capsys):
     x, y = blobs(256)
     rates = []
 
@@ -93,7 +93,9 @@ def test_keras_callbacks_by_their_names(tmp_path):
         return 0.01 * 0.5**epoch
 
     model = classifier()
-    stopper = tf.keras.callbacks.EarlyStopping(monitor="loss", patience=0, min_delta=10.0)
+    stopper = tf.keras.callbacks.EarlyStopping(
+        monitor="loss", patience=0, min_delta=10.0, verbose=1
+    )
     board = tf.keras.callbacks.TensorBoard(log_dir=str(tmp_path / "logs"))
     model.fit(
         x,
@@ -103,6 +105,7 @@ def test_keras_callbacks_by_their_names(tmp_path):
         callbacks=[tf.keras.callbacks.LearningRateScheduler(schedule), stopper, board],
     )
     assert stopper.stopped_epoch == 1, "no epoch improves the loss by 10: stops after the second"
+    assert "Epoch 2: early stopping" in capsys.readouterr().out
     assert rates == pytest.approx([0.01, 0.01])
     assert model.optimizer.learning_rate == pytest.approx(0.005)
     assert list((tmp_path / "logs" / "train").glob("events.out.tfevents.*"))

@@ -114,6 +114,12 @@ class EarlyStopping(NativeCallback):
         self._native = _native.EarlyStopping(
             monitor, float(min_delta), int(patience), mode, bool(restore_best_weights)
         )
+        self.verbose = int(verbose)
+
+    def _after_fit(self) -> None:
+        """Keras' verbose line once training stopped early."""
+        if self.verbose > 0 and self._native.stopped_epoch >= 0:
+            print(f"Epoch {self._native.stopped_epoch + 1}: early stopping")
 
     @property
     def stopped_epoch(self) -> int:

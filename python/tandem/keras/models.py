@@ -352,6 +352,9 @@ class Model(WeightsOf):
             )
         for backup in backups:
             backup._finished()
+        for callback in given:
+            if isinstance(callback, callbacks_module.EarlyStopping):
+                callback._after_fit()
         self.history = history
         return history
 
