@@ -55,8 +55,10 @@ Tolerance tolerance_for(const Precision& precision) {
 namespace {
 
 // The f32 output tolerance on a device other than the CPU reference, except for the reductions
-// over a whole medium case (57k elements to 74k), which XLA and CUDA sum in another order than
-// the CPU kernels: their rounding grows with the count (2.4e-5 seen op by op on XLA:CPU).
+// over a whole medium case (57k to 92k elements), which XLA and CUDA sum in another order than
+// the CPU kernels: their rounding grows with the count and with cancellation in the sum (2.4e-5
+// seen op by op on XLA:CPU; 1.1e-4 for a sum over 7x159x83, TANDEM_TEST_SEED=4220355196). A
+// reduction that drops or repeats elements is off by far more than 30x the f32 tolerance.
 // TANDEM_XLA_HARNESS_TOLERANCE replaces it for XLA (scripts/tpu-check.sh: TPUs multiply f32 in
 // bf16 passes).
 double f32_output_tolerance(OpKind op, DeviceType device) {
@@ -65,7 +67,7 @@ double f32_output_tolerance(OpKind op, DeviceType device) {
     return std::stod(given);
   }
   const double f32 = tolerance_for({DType::f32}).outputs;
-  return op == OpKind::sum || op == OpKind::mean ? 10 * f32 : f32;
+  return op == OpKind::sum || op == OpKind::mean ? 30 * f32 : f32;
 }
 
 std::string shapes_of(const Inputs& inputs) {
