@@ -14,7 +14,7 @@ from typing import Any, Iterator, Optional, Sequence, Union
 import ml_dtypes
 import numpy as np
 
-from tandem import _native
+from tandem import _devices, _native
 from tandem import dtypes as _dtypes
 from tandem._unsupported import missing
 
@@ -53,12 +53,10 @@ def _to_numpy_array(value: Any, dtype: Optional[_dtypes.DType]) -> np.ndarray:
             "a Keras symbolic tensor (a functional model's, or a subclassed model's while its "
             "call is traced) cannot go into TensorFlow ops in Tandem; use Keras layers on it"
         )
-    if isinstance(value, np.ndarray) or np.isscalar(value) and isinstance(value, np.generic):
-        array = np.asarray(value)
-    else:
-        array = np.asarray(value)
-        if dtype is None and array.dtype in _PYTHON_DEFAULTS:
-            array = array.astype(_PYTHON_DEFAULTS[array.dtype])
+    array = np.asarray(value)
+    python_value = not isinstance(value, (np.ndarray, np.generic))
+    if python_value and dtype is None and array.dtype in _PYTHON_DEFAULTS:
+        array = array.astype(_PYTHON_DEFAULTS[array.dtype])
     if dtype is not None:
         array = array.astype(dtype.as_numpy_dtype, copy=False)
     if array.dtype == np.dtype(object):
@@ -83,19 +81,12 @@ def _placed(tensor: Tensor) -> Tensor:
 
 
 def _tandem_device(name: str) -> str:
-    """TensorFlow's device names ("/GPU:0", "/device:CPU:0", "/job:localhost/.../device:GPU:1")
-    as Tandem's ("cuda:0", "cpu"); a GPU this machine lacks is the CPU (soft placement)."""
-    text = name.lower().split("device:")[-1].strip("/")
-    kind, _, index = text.partition(":")
-    if kind == "cpu":
-        return "cpu"
-    if kind == "gpu":
-        wanted = int(index or 0)
-        gpus = sum(1 for found, _ in _native.physical_devices() if found == "GPU")
-        return f"cuda:{wanted}" if wanted < gpus else "cpu"
+    """TensorFlow's device names as Tandem's ("cuda:0", "cpu"); a GPU this machine lacks is the
+    CPU (soft placement)."""
+    kind, index = _devices.parse_device(name)
     if kind == "tpu":
         missing("tf.device('/TPU:N') (TPUs train through TPUStrategy)")
-    raise ValueError(f"tf.device: unknown device {name!r}; give /CPU:0 or /GPU:N")
+    return f"cuda:{index}" if kind == "gpu" and index < _devices.gpu_count() else "cpu"
 
 
 @contextlib.contextmanager

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, NamedTuple, Optional
 
-from tandem import _native
+from tandem import _devices, _native
 from tandem._unsupported import missing, module_getattr
 
 
@@ -27,7 +27,7 @@ def list_physical_devices(device_type: Optional[str] = None) -> List[PhysicalDev
     """The CPU, the GPUs Tandem can train on, and the TPU chips, as TensorFlow lists them."""
     devices: List[PhysicalDevice] = []
     counts: Dict[str, int] = {}
-    for kind, details in _native.physical_devices():
+    for kind, details in _devices.physical_devices():
         index = counts.get(kind, 0)
         counts[kind] = index + 1
         device = PhysicalDevice(f"/physical_device:{kind}:{index}", kind)

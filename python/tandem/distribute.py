@@ -11,7 +11,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, List, Optional
 
-from tandem import _native
+from tandem import _devices, _native
 from tandem._unsupported import missing, module_getattr
 
 _entered = threading.local()
@@ -77,20 +77,12 @@ class Strategy:
         return f"<{type(self).__name__} {self.description}, {self.num_replicas_in_sync} replicas>"
 
 
-def _gpu_count() -> int:
-    return sum(1 for kind, _ in _native.physical_devices() if kind == "GPU")
-
-
-def _device_name(device: str) -> str:
-    """TensorFlow's device strings ("/gpu:0", "/device:GPU:1", "CPU") as Tandem's."""
-    text = device.lower().replace("/device:", "").replace("/job:localhost/replica:0/task:0", "")
-    text = text.strip("/")
-    kind, _, index = text.partition(":")
-    if kind == "cpu":
-        return "cpu"
-    if kind == "gpu":
-        return f"gpu:{index or 0}"
-    raise ValueError(f"unknown device {device!r}; give /cpu:0 or /gpu:N")
+def _strategy_device(device: str) -> str:
+    """A device TensorFlow names ("/gpu:0", "/device:CPU:0") as a strategy name ("gpu:0")."""
+    kind, index = _devices.parse_device(device)
+    if kind == "tpu":
+        raise ValueError(f"unknown device {device!r} for OneDeviceStrategy; use TPUStrategy")
+    return "cpu" if kind == "cpu" else f"gpu:{index}"
 
 
 class MirroredStrategy(Strategy):
@@ -100,14 +92,14 @@ class MirroredStrategy(Strategy):
     def __init__(self, devices: Optional[List[str]] = None, cross_device_ops: Any = None) -> None:
         if devices is not None or cross_device_ops is not None:
             missing("tf.distribute.MirroredStrategy(devices=/cross_device_ops=)")
-        gpus = _gpu_count()
+        gpus = _devices.gpu_count()
         name = "mirrored" if gpus > 1 else ("gpu:0" if gpus == 1 else "cpu")
         super().__init__(_native.make_strategy(name))
 
 
 class OneDeviceStrategy(Strategy):
     def __init__(self, device: str) -> None:
-        super().__init__(_native.make_strategy(_device_name(device)))
+        super().__init__(_native.make_strategy(_strategy_device(device)))
 
 
 class MultiWorkerMirroredStrategy(Strategy):

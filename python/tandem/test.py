@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tandem import _native
+from tandem import _devices, _native
 from tandem._unsupported import module_getattr
 
 
 def is_gpu_available(cuda_only: bool = False, min_cuda_compute_capability: Any = None) -> bool:
     """Whether Tandem can train on a GPU here (of at least the given compute capability)."""
-    for kind, details in _native.physical_devices():
+    for kind, details in _devices.physical_devices():
         if kind != "GPU":
             continue
         if min_cuda_compute_capability is None or tuple(details["compute_capability"]) >= tuple(

@@ -195,7 +195,11 @@ KerasWeights weights_of_legacy_h5(const detail::Hdf5File& file) {
 
 }  // namespace
 
-std::string keras_json(const nn::Model& model) {
+namespace {
+
+// The model as a Functional model of Keras' layers (model.to_json()'s object); refuses an unbuilt
+// model.
+json keras_config(const nn::Model& model) {
   if (!model.built()) {
     throw InvalidArgument(std::string(kExporter) + ": model '" + model.name() +
                           "' is not built; build it or run it on data first");
@@ -204,11 +208,17 @@ std::string keras_json(const nn::Model& model) {
   for (const nn::Layer& layer : model.layers()) {
     if (layer.name() == input_name) input_name += "_input";
   }
-  return functional_config(model, input_name).dump();
+  return functional_config(model, input_name);
+}
+
+}  // namespace
+
+std::string keras_json(const nn::Model& model) {
+  return keras_config(model).dump();
 }
 
 void export_keras(const nn::Model& model, const std::string& path) {
-  const json config = json::parse(keras_json(model));  // refuses an unbuilt model
+  const json config = keras_config(model);
   if (!quantization::quantized_inputs(model).empty()) {
     throw InvalidArgument(std::string(kExporter) + ": model '" + model.name() +
                           "' is quantised to int8, and a .keras file holds float weights; export "

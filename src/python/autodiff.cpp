@@ -41,7 +41,6 @@ class PythonTape {
   }
 
   void release() { tape_.reset(); }
-  bool active() const { return tape_ != nullptr; }
 
  private:
   GradientTape& recording(const char* method) {
@@ -68,8 +67,7 @@ void bind_autodiff(nb::module_& module) {
       .def("watch", &PythonTape::watch)
       .def("gradient", &PythonTape::gradient, nb::arg("target"), nb::arg("sources"),
            nb::arg("output_gradient"))
-      .def("release", &PythonTape::release)
-      .def_prop_ro("active", &PythonTape::active);
+      .def("release", &PythonTape::release);
   module.def("stop_recording", [] { return std::make_unique<NoGradGuard>(); });
   nb::class_<NoGradGuard>(module, "NoGradGuard");
 }

@@ -5,9 +5,9 @@
 
 #include <cstdio>
 #include <span>
-#include "python/bindings.h"
 
 #include "ops/backend.h"
+#include "python/bindings.h"
 #include "tandem/distribute.h"
 #include "tandem/ops.h"
 #include "tandem/random.h"
@@ -62,17 +62,6 @@ void bind_devices(nb::module_& module) {
       }
     }
     return devices;
-  });
-  // Why no GPU or TPU is usable (empty where one is): what a user asking for one needs to read.
-  module.def("accelerator_reasons", [] {
-    const distribute::DeviceInventory inventory = distribute::discover_devices();
-    nb::dict reasons;
-    reasons["GPU"] = inventory.cuda.usable()
-                         ? std::string()
-                         : (inventory.cuda.reason.empty() ? inventory.cuda.backend_reason
-                                                          : inventory.cuda.reason);
-    reasons["TPU"] = inventory.tpu.usable() ? std::string() : inventory.tpu.reason;
-    return reasons;
   });
   module.def("set_num_threads", &set_num_threads, nb::arg("threads"));
   module.def("num_threads", &num_threads);

@@ -25,7 +25,6 @@ void bind_distribute(nb::module_& module) {
                        names.push_back(device.str());
                      return names;
                    })
-      .def_prop_ro("selection_log", &distribute::Strategy::selection_log)
       .def("scope", [](const distribute::Strategy& strategy) {
         return std::make_unique<distribute::StrategyScope>(strategy.scope());
       });
@@ -37,7 +36,6 @@ void bind_distribute(nb::module_& module) {
         return distribute::make_strategy(options);
       },
       nb::arg("name"));
-  module.def("auto_strategy", [] { return distribute::Strategy::auto_select(); });
   // Why no TPU can be used here (empty when one can): TPUClusterResolver raises it.
   module.def("tpu_unavailable_reason", [] {
     const distribute::TpuInfo tpu = distribute::discover_tpu();

@@ -47,11 +47,7 @@ void bind_function(nb::module_& module) {
              nb::gil_scoped_release released;
              return function(inputs);
            })
-      .def_prop_ro("compiles", &Function::compiles)
-      .def("listing", [](const Function& function) {
-        const CompiledStep* step = function.last_step();
-        return step != nullptr ? step->listing() : std::string();
-      });
+      .def_prop_ro("compiles", &Function::compiles);
 }
 
 }  // namespace tandem::python

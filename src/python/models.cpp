@@ -14,7 +14,6 @@
 #include <memory>
 #include <mutex>
 #include <ostream>
-#include <sstream>
 #include <streambuf>
 #include <string>
 #include <variant>
@@ -43,11 +42,9 @@ nb::dict logs_dict(const train::Logs& logs) {
 class PythonCallback final : public train::Callback {
  public:
   PythonCallback(nb::object callback, bool batch_begin, bool batch_end)
-      : callback_(std::move(callback)), batch_begin_(batch_begin), batch_end_(batch_end) {}
-  ~PythonCallback() override {
-    nb::gil_scoped_acquire gil;
-    callback_.reset();
-  }
+      : callback_(held_under_gil(std::move(callback))),
+        batch_begin_(batch_begin),
+        batch_end_(batch_end) {}
 
   bool reads_weights_at_batch_end() const override { return batch_end_; }
   bool reads_logs_at_batch_end(std::int64_t) const override { return batch_end_; }
@@ -71,10 +68,10 @@ class PythonCallback final : public train::Callback {
   template <typename... Position>
   void call(const char* hook, const train::Logs& logs, Position... position) {
     nb::gil_scoped_acquire gil;
-    callback_.attr(hook)(position..., logs_dict(logs));
+    callback_->attr(hook)(position..., logs_dict(logs));
   }
 
-  nb::object callback_;
+  std::shared_ptr<nb::object> callback_;
   bool batch_begin_;
   bool batch_end_;
 };

@@ -209,8 +209,7 @@ void bind_tensor(nb::module_& module) {
       .def("clone", &Tensor::clone)
       .def("assign", [](Tensor& tensor, const Tensor& value) { assign(tensor, value); })
       .def("set_variable", &Tensor::set_variable)
-      .def("set_name", &Tensor::set_name)
-      .def("debug_string", [](const Tensor& tensor) { return tensor.to_string(); });
+      .def("set_name", &Tensor::set_name);
   module.def("tensor_over", &tensor_over, nb::arg("array").noconvert(),
              "A tensor sharing the memory of `array` (DLPack or buffer protocol), no copy.");
   module.def("tensor_copy", &tensor_copy, nb::arg("array"), nb::arg("dtype") = "",

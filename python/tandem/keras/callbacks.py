@@ -61,6 +61,15 @@ class History(Callback):
         for key, value in (logs or {}).items():
             self.history.setdefault(key, []).append(float(value))
 
+    @classmethod
+    def _of_fit(cls, fitted: Any, model: Any) -> History:
+        """What fit returns, from the history the library kept while it trained."""
+        history = cls()
+        history.set_model(model)
+        history.history = {key: list(values) for key, values in fitted.history.items()}
+        history.epoch = list(fitted.epoch)
+        return history
+
 
 class LearningRateScheduler(Callback):
     """Sets the optimizer's rate at each epoch's start to ``schedule(epoch, rate)``."""

@@ -22,7 +22,8 @@ from tandem.keras import losses as losses_module
 from tandem.keras import optimizers as optimizers_module
 from tandem.keras.layers import Layer, WeightsOf
 
-_FIT_SEED = 0  # shuffles differ run to run only through tf.random.set_seed, as in Keras
+# fit's shuffle order of arrays: the same every run (Keras draws it from the global seed).
+_FIT_SEED = 0
 
 
 def _tensor(value: Any, what: str) -> Tensor:
@@ -302,16 +303,14 @@ class Model(WeightsOf):
         if unsupported:
             missing(f"tf.keras.Model.fit({', '.join(unsupported)}=...)")
         self._build_from(x)
-        history = callbacks_module.History()
         given = list(callbacks or [])
         params = {"epochs": int(epochs), "verbose": _verbose(verbose)}
-        for callback in [history] + given:
+        for callback in given:
             if isinstance(callback, callbacks_module.Callback):
                 callback.set_model(self)
                 callback.set_params(params)
         natives = [
-            c._native if isinstance(c, callbacks_module.NativeCallback) else c
-            for c in [history] + given
+            c._native if isinstance(c, callbacks_module.NativeCallback) else c for c in given
         ]
         validation = _validation_pipeline(validation_data, validation_batch_size or batch_size)
         start_epoch, start_step = int(initial_epoch), 0
@@ -326,7 +325,7 @@ class Model(WeightsOf):
                     "fit: a dataset holds its labels and batches; give no y, batch_size or "
                     "validation_split with it (validation_data=another dataset instead)"
                 )
-            self._native.fit_dataset(
+            fitted = self._native.fit_dataset(
                 x._for_fit("fit"),
                 int(epochs),
                 _verbose(verbose),
@@ -336,7 +335,7 @@ class Model(WeightsOf):
                 start_step,
             )
         else:
-            self._native.fit(
+            fitted = self._native.fit(
                 _inputs(x, "fit's x"),
                 _tensor(y, "fit's y"),
                 None if batch_size is None else int(batch_size),
@@ -355,8 +354,8 @@ class Model(WeightsOf):
         for callback in given:
             if isinstance(callback, callbacks_module.EarlyStopping):
                 callback._after_fit()
-        self.history = history
-        return history
+        self.history = callbacks_module.History._of_fit(fitted, self)
+        return self.history
 
     def evaluate(
         self,
