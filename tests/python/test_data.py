@@ -67,7 +67,10 @@ def test_fit_and_evaluate_take_datasets_and_validation_data():
         .prefetch(tf.data.AUTOTUNE)
     )
     model = classifier()
-    history = model.fit(train, epochs=3, validation_data=(x_val, y_val), verbose=0)
+    # float64 validation arrays (numpy's default) are taken as float32, as fit's x is
+    history = model.fit(
+        train, epochs=3, validation_data=(x_val.astype(np.float64), y_val), verbose=0
+    )
     assert history.history["val_accuracy"][-1] > 0.95
     loss, accuracy = model.evaluate(
         tf.data.Dataset.from_tensor_slices((x_val, y_val)).batch(64), verbose=0

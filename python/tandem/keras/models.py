@@ -70,7 +70,8 @@ def _validation_pipeline(validation_data: Any, batch_size: Optional[int]) -> Any
     if isinstance(validation_data, data_module.Dataset):
         return validation_data._for_fit("validation_data")
     if isinstance(validation_data, tuple) and len(validation_data) == 2:
-        x, y = (np.asarray(v) if not isinstance(v, Tensor) else v for v in validation_data)
+        x = _inputs(validation_data[0], "validation_data's x")
+        y = _tensor(validation_data[1], "validation_data's y")
         dataset = data_module.Dataset.from_tensor_slices((x, y)).batch(int(batch_size or 32))
         return dataset._for_fit("validation_data")
     missing("validation_data other than a dataset or an (x, y) pair")
