@@ -203,6 +203,10 @@ struct Row {
   // The whole machine's CPU use during the timed steps (all cores, every process): well above
   // this run's own share means other work competed for the CPUs. -1: not measured.
   double machine_cpu_percent = -1.0;
+  // Other processes' CPU use during the timed steps, in cores (the machine's less this run's):
+  // from kBusyMachineCores (tandem/runtime.h) up the row is marked as measured on a busy
+  // machine. -1: not measured.
+  double other_cpu_cores = -1.0;
   double input_wait_share = 0.0;
   double flops_per_step = 0.0;
   double bytes_per_step = 0.0;

@@ -79,7 +79,7 @@ struct CpuInfo {
   int sockets = 0;
   int cores = 0;              // physical cores across all sockets
   int threads = 0;            // logical processors the OS lists
-  int threads_available = 0;  // in this process's affinity mask
+  int threads_available = 0;  // this process may use: its affinity, capped by a cgroup CPU quota
   std::vector<IsaFeature> features;
   std::int64_t memory_total_bytes = 0;
   std::int64_t memory_available_bytes = 0;
@@ -435,8 +435,9 @@ std::string strategy_summary(const Strategy& strategy, const StrategyOptions& op
                              std::int64_t per_replica_batch_size,
                              const SettingName& name = setting_identifier);
 
-// Why `threads` CPU threads (0: every core) will be slow, when they are more than the hardware
-// threads this process may run on: the extra ones wait on each other at every kernel.
+// Why `threads` CPU threads (0: automatic, never warned about) will be slow, when they are more
+// than the cores this process may use (usable_cpu_cores): the extra ones wait on each other at
+// every kernel.
 std::optional<std::string> thread_count_warning(int threads,
                                                 const SettingName& name = setting_identifier);
 

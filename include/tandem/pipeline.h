@@ -155,7 +155,8 @@ struct ImageFolderOptions {
 };
 
 struct PipelineOptions {
-  // Threads the autotuner may give the pipeline's parallel stages together (0: every core).
+  // Threads the autotuner may give the pipeline's parallel stages together (0: the usable cores,
+  // usable_cpu_cores()).
   int cpu_budget = 0;
   // Bytes the autotuner may let prefetch buffers hold together.
   std::int64_t ram_budget = std::int64_t{1} << 30;

@@ -94,7 +94,7 @@ struct RunConfig {
   std::int64_t batch_size = 32;  // per replica
   OptimizerConfig optimizer;
   std::uint64_t seed = 42;  // the initial weights and the shuffle order
-  int threads = 0;          // CPU threads for the kernels; 0: every core
+  int threads = 0;          // CPU threads for the kernels; 0: automatic (set_num_threads)
   // Kernels that sum in a fixed order: bit-identical results run to run and for any thread count.
   bool deterministic = false;
   std::optional<bool> jit;  // the training step compiled; unset: the device's default

@@ -1,5 +1,6 @@
 #pragma once
 // Process-wide runtime settings.
+#include <chrono>
 #include <cstddef>
 #include <string>
 
@@ -7,9 +8,36 @@
 
 namespace tandem {
 
-// Threads used by CPU kernels (oneDNN and Tandem's own loops); 0 = all hardware threads.
+// Threads used by CPU kernels (oneDNN and Tandem's own loops). A count > 0 is used as given.
+// 0, automatic, is the default (unless OMP_NUM_THREADS is set, which counts as a given count):
+// the cores this process may use (its CPU affinity, capped by its cgroup's CPU quota), and fewer
+// while other processes' runnable threads want those cores, sampled every 100 ms. OpenMP's
+// threads spin while they wait, which pays on idle cores and costs several times over on shared
+// ones: three runs at once on 2 cores each run on one thread instead of spinning against each
+// other. Results then depend on the machine's load as they depend on the thread count (not in
+// deterministic mode, below): set a count for the same bits run to run.
 void set_num_threads(int threads);
+// The most threads a kernel runs on: the count set, or for automatic the cores usable.
 int num_threads();
+// What set_num_threads last set (0: automatic), for putting it back.
+int thread_setting();
+// The cores this process may use: its CPU affinity, capped by its cgroup's CPU quota (rounded up).
+int usable_cpu_cores();
+// The CPU kernels' threads now.
+struct CpuThreads {
+  int setting = 0;            // thread_setting()
+  int active = 1;             // the threads the next kernel runs on
+  int usable_cores = 1;       // affinity and cgroup quota
+  double other_runnable = 0;  // other processes' threads wanting these cores, smoothed
+};
+CpuThreads cpu_threads();
+// Other processes' runnable threads on this process's usable cores, averaged over `window`
+// (sampled every 100 ms; the calling thread sleeps between samples): above about half a core, a
+// speed measured now is not comparable with one on a quiet machine.
+double measure_other_runnable_threads(std::chrono::milliseconds window);
+// Other processes' load, in cores, from which the machine counts as busy for a measurement:
+// half a core changes a 2-core figure by a quarter or more.
+inline constexpr double kBusyMachineCores = 0.5;
 
 // Deterministic mode (`tandem train --deterministic`, like TensorFlow's
 // enable_op_determinism): the kernels whose results would depend on the thread count run in a

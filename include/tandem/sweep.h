@@ -79,7 +79,8 @@ struct SweepOptions {
   // What defines the sweep (the sweep file, say): a folder holding another sweep's progress is
   // refused rather than mixed with it.
   std::string definition;
-  // CPU threads shared out between the trials running at once (0: every core).
+  // CPU threads shared out between the trials running at once (0: the usable cores,
+  // tandem/runtime.h).
   int threads = 0;
   std::string currency = "USD";  // of Outcome::cost
 };

@@ -62,7 +62,8 @@ def experimental_connect_to_cluster(cluster_spec_or_resolver: Any, *args: Any, *
 
 
 class threading:  # noqa: N801 - TensorFlow's module name
-    """tf.config.threading: the CPU threads Tandem's kernels use (0: every core)."""
+    """tf.config.threading: the CPU threads Tandem's kernels use. 0, the default, is automatic:
+    the cores this process may use, fewer while other processes want them."""
 
     @staticmethod
     def set_intra_op_parallelism_threads(num_threads: int) -> None:
@@ -70,7 +71,7 @@ class threading:  # noqa: N801 - TensorFlow's module name
 
     @staticmethod
     def get_intra_op_parallelism_threads() -> int:
-        return int(_native.num_threads())
+        return int(_native.thread_setting())
 
 
 class experimental:  # noqa: N801 - TensorFlow's module name

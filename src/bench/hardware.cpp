@@ -114,7 +114,7 @@ const CpuPeaks& calibrate_cpu(int threads) {
   static std::map<int, CpuPeaks> measured;
   const std::lock_guard<std::mutex> lock(mutex);
   if (const auto found = measured.find(threads); found != measured.end()) return found->second;
-  const int previous_threads = num_threads();
+  const int previous_threads = thread_setting();
   set_num_threads(threads);
   CpuPeaks peaks;
   peaks.threads = threads;

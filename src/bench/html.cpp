@@ -1,10 +1,15 @@
-// The HTML report: one self-contained page (inline CSS and SVG, no scripts, nothing fetched) that
-// opens offline in any browser. Every bar and box carries its value in data-* attributes and a
-// <title> tooltip, so the charts can be checked against the JSON report.
+// The HTML report: one self-contained page (inline CSS, SVG and one inline script that sorts the
+// tables; nothing fetched) that opens offline in any browser. Every bar and box carries its value
+// in data-* attributes and a <title> tooltip, so the charts can be checked against the JSON report.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 #include "core/text.h"
 #include "tandem/bench.h"
@@ -66,8 +71,8 @@ std::string bar_chart(const std::string& id, const std::string& title, const std
         << "<rect class=\"bar " << bar.kind << "\" x=\"" << kLabelWidth << "\" y=\"" << y
         << "\" width=\"" << num(width, 5) << "\" height=\"" << kRowHeight - 6 << "\" data-label=\""
         << html_escape(bar.label) << "\" data-kind=\"" << bar.kind << "\" data-value=\""
-        << num(bar.value) << "\"><title>" << html_escape(bar.label) << ": " << num(bar.value, 4) << " "
-        << html_escape(unit) << "</title></rect>\n"
+        << num(bar.value) << "\"><title>" << html_escape(bar.label) << ": " << num(bar.value, 4)
+        << " " << html_escape(unit) << "</title></rect>\n"
         << "<text x=\"" << kLabelWidth + width + 5 << "\" y=\"" << y + 15 << "\" class=\"value\">"
         << num(bar.value, 4) << " " << html_escape(unit) << "</text>\n";
   }
@@ -108,9 +113,9 @@ std::string step_chart(const std::vector<const Row*>& rows) {
     svg << "<g class=\"distribution\" data-label=\"" << html_escape(label) << "\" data-median=\""
         << num(row.step.median) << "\" data-p10=\"" << num(row.step.p10) << "\" data-p90=\""
         << num(row.step.p90) << "\" data-count=\"" << row.step.count << "\">\n"
-        << "<title>" << html_escape(label) << ": median " << num(row.step.median * 1e3, 4) << " ms, p10 "
-        << num(row.step.p10 * 1e3, 4) << " ms, p90 " << num(row.step.p90 * 1e3, 4) << " ms over "
-        << row.step.count << " steps</title>\n"
+        << "<title>" << html_escape(label) << ": median " << num(row.step.median * 1e3, 4)
+        << " ms, p10 " << num(row.step.p10 * 1e3, 4) << " ms, p90 " << num(row.step.p90 * 1e3, 4)
+        << " ms over " << row.step.count << " steps</title>\n"
         << "<text x=\"" << kLabelWidth - 6 << "\" y=\"" << y + 20
         << "\" text-anchor=\"end\" class=\"label\">" << html_escape(label) << "</text>\n"
         << "<rect class=\"box\" x=\"" << num(x_of(row.step.p10), 5) << "\" y=\"" << y + 6
@@ -135,10 +140,138 @@ std::string step_chart(const std::vector<const Row*>& rows) {
   return svg.str() + "</svg>\n";
 }
 
-std::string table_html(const std::string& markdown_text) {
-  // The Markdown report, preformatted: the same figures as the terminal shows.
-  return "<h2>Tables</h2>\n<pre class=\"tables\">" + html_escape(markdown_text) + "</pre>\n";
+// The leading number of a table cell ("12.5 (11.0-13.1)", "69.6%", "1,049"), for sorting; none
+// for text and for "-".
+std::optional<double> leading_number(std::string_view cell) {
+  std::string digits;
+  for (const char c : cell) {
+    if (c == ',') continue;  // thousands
+    if (std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+' ||
+        c == 'e') {
+      digits += c;
+    } else {
+      break;
+    }
+  }
+  char* end = nullptr;
+  const double value = std::strtod(digits.c_str(), &end);
+  if (digits.empty() || end == digits.c_str()) return std::nullopt;
+  return value;
 }
+
+std::vector<std::string> table_cells(std::string_view line) {
+  std::vector<std::string> cells;
+  line.remove_prefix(1);  // the leading '|'
+  while (!line.empty()) {
+    const std::size_t bar = line.find('|');
+    std::string_view cell = line.substr(0, bar);
+    while (!cell.empty() && cell.front() == ' ')
+      cell.remove_prefix(1);
+    while (!cell.empty() && cell.back() == ' ')
+      cell.remove_suffix(1);
+    if (bar == std::string_view::npos && cell.empty()) break;
+    cells.emplace_back(cell);
+    if (bar == std::string_view::npos) break;
+    line.remove_prefix(bar + 1);
+  }
+  if (!cells.empty() && cells.back().empty()) cells.pop_back();  // after the closing '|'
+  return cells;
+}
+
+// The Markdown report as HTML: its tables as tables whose columns sort when their header is
+// clicked (numerically where the cells start with a number), the lines between them as
+// paragraphs. The same figures as the terminal shows, from the one text.
+std::string tables_html(const std::string& markdown_text) {
+  std::ostringstream out;
+  std::istringstream lines(markdown_text);
+  std::string line;
+  std::vector<std::vector<std::string>> table;
+  int tables = 0;
+  const auto flush_table = [&] {
+    if (table.size() < 2) {
+      for (const auto& cells : table) {
+        std::string text;
+        for (const std::string& cell : cells)
+          text += (text.empty() ? "" : " | ") + cell;
+        out << "<p>" << html_escape(text) << "</p>\n";
+      }
+      table.clear();
+      return;
+    }
+    // table[1] is the alignment row: "---:" aligns right.
+    std::vector<bool> right;
+    for (const std::string& spec : table[1])
+      right.push_back(!spec.empty() && spec.back() == ':');
+    out << "<table class=\"sortable\" id=\"table-" << tables++ << "\">\n<thead><tr>";
+    for (std::size_t column = 0; column < table[0].size(); ++column) {
+      out << "<th data-column=\"" << column << "\" title=\"sort by this column\">"
+          << html_escape(table[0][column]) << "</th>";
+    }
+    out << "</tr></thead>\n<tbody>\n";
+    for (std::size_t r = 2; r < table.size(); ++r) {
+      out << "<tr>";
+      for (std::size_t column = 0; column < table[r].size(); ++column) {
+        const std::string& cell = table[r][column];
+        out << "<td";
+        if (column < right.size() && right[column]) out << " class=\"number\"";
+        if (const auto value = leading_number(cell))
+          out << " data-sort=\"" << num(*value, 10) << "\"";
+        out << ">" << html_escape(cell) << "</td>";
+      }
+      out << "</tr>\n";
+    }
+    out << "</tbody>\n</table>\n";
+    table.clear();
+  };
+  while (std::getline(lines, line)) {
+    if (line.starts_with("|")) {
+      table.push_back(table_cells(line));
+      continue;
+    }
+    flush_table();
+    if (!line.empty()) out << "<p>" << html_escape(line) << "</p>\n";
+  }
+  flush_table();
+  return "<h2>Tables</h2>\n" + out.str();
+}
+
+// Sorts a table by the clicked column (again: the other way), numbers by value before text, and
+// records the order in the address (#sort=table-0:3:desc), which also sorts the page on opening.
+constexpr const char* kSortScript = R"(<script>
+function sortTable(table, column, descending) {
+  const body = table.tBodies[0];
+  const key = (row) => row.cells[column];
+  const rows = Array.from(body.rows);
+  rows.sort((a, b) => {
+    const x = key(a), y = key(b);
+    if (!x || !y) return 0;
+    const p = x.dataset.sort, q = y.dataset.sort;
+    let order;
+    if (p !== undefined && q !== undefined) order = Number(p) - Number(q);
+    else if (p !== undefined) return -1;
+    else if (q !== undefined) return 1;
+    else order = x.textContent.localeCompare(y.textContent);
+    return descending ? -order : order;
+  });
+  rows.forEach((row) => body.appendChild(row));
+  for (const th of table.tHead.rows[0].cells) th.removeAttribute("aria-sort");
+  table.tHead.rows[0].cells[column].setAttribute("aria-sort", descending ? "descending" : "ascending");
+}
+document.querySelectorAll("table.sortable th").forEach((th) => {
+  th.addEventListener("click", () => {
+    const table = th.closest("table");
+    const descending = th.getAttribute("aria-sort") === "ascending";
+    sortTable(table, Number(th.dataset.column), descending);
+    history.replaceState(null, "", "#sort=" + table.id + ":" + th.dataset.column + ":" +
+                         (descending ? "desc" : "asc"));
+  });
+});
+const wanted = /^#sort=([\w-]+):(\d+):(asc|desc)$/.exec(location.hash);
+if (wanted && document.getElementById(wanted[1])) {
+  sortTable(document.getElementById(wanted[1]), Number(wanted[2]), wanted[3] === "desc");
+}
+</script>
+)";
 
 }  // namespace
 
@@ -170,7 +303,12 @@ std::string to_html(const Report& report) {
           ".bar.estimate{fill:#bbb;stroke:#666;stroke-dasharray:3 2}"
           ".box{fill:#cfe0f5;stroke:#3b6fb6}.median{stroke:#1b3f73;stroke-width:2}"
           ".step{fill:#1b3f73;fill-opacity:.35}.axis{stroke:#888}"
-          "pre.tables{font-size:11px;background:#f6f6f6;padding:1em;overflow-x:auto}"
+          "table.sortable{border-collapse:collapse;font-size:12px;margin:0.5em 0 1em}"
+          "table.sortable th,table.sortable td{border:1px solid #ddd;padding:3px 6px}"
+          "table.sortable th{background:#f0f0f0;cursor:pointer;user-select:none}"
+          "table.sortable th[aria-sort=ascending]::after{content:' \\25B2'}"
+          "table.sortable th[aria-sort=descending]::after{content:' \\25BC'}"
+          "td.number{text-align:right}"
           ".note{color:#555}\n</style>\n</head>\n<body>\n"
        << "<h1>tandem bench</h1>\n<p class=\"note\">" << html_escape(report.created) << " on "
        << html_escape(report.host) << " (" << html_escape(report.cpu) << "), Tandem "
@@ -197,7 +335,7 @@ std::string to_html(const Report& report) {
          << bar_chart("estimated-cost", "Cost, estimate (" + per_million + ")", report.currency,
                       estimated_cost);
   }
-  html << table_html(markdown(report)) << "</body>\n</html>\n";
+  html << tables_html(markdown(report)) << kSortScript << "</body>\n</html>\n";
   return html.str();
 }
 

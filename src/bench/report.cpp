@@ -63,6 +63,7 @@ json row_json(const Row& row) {
           {"peak_memory_bytes", row.peak_memory_bytes},
           {"device_utilization_percent", row.device_utilization_percent},
           {"machine_cpu_percent", row.machine_cpu_percent},
+          {"other_cpu_cores", row.other_cpu_cores},
           {"input_wait_share", row.input_wait_share},
           {"compile_seconds", row.compile_seconds},
           {"first_step_seconds", row.first_step_seconds},
@@ -107,6 +108,7 @@ Row row_from(const json& j) {
   row.peak_memory_bytes = j.value("peak_memory_bytes", std::int64_t{0});
   row.device_utilization_percent = j.value("device_utilization_percent", -1.0);
   row.machine_cpu_percent = j.value("machine_cpu_percent", -1.0);
+  row.other_cpu_cores = j.value("other_cpu_cores", -1.0);
   row.input_wait_share = j.value("input_wait_share", 0.0);
   row.compile_seconds = j.value("compile_seconds", -1.0);
   row.first_step_seconds = j.value("first_step_seconds", -1.0);
@@ -363,6 +365,13 @@ std::string markdown(const Report& report) {
         << " | " << percent(row.input_wait_share) << " | " << money(row.cost.per_1000_steps, priced)
         << " | " << money(row.cost.per_million_samples, priced) << " | "
         << money(row.cost.per_epoch, priced) << " |\n";
+  }
+  for (const Row& row : report.rows) {
+    if (row.kind == "measured" && row.other_cpu_cores >= kBusyMachineCores) {
+      out << "\nBusy machine: other processes used " << cell(row.other_cpu_cores, 2)
+          << " cores while " << configuration(row)
+          << " was measured; its figures are not comparable with a quiet machine's.\n";
+    }
   }
   if (report.fastest >= 0) {
     const Row& row = report.rows[report.fastest];

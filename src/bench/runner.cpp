@@ -285,6 +285,12 @@ Row measure(const BenchOptions& options, const Workload& workload, const DeviceC
   row.epoch_seconds_projected = static_cast<double>(epoch_steps) * row.step.median;
 
   row.machine_cpu_percent = measured.resources.mean_system_cpu_percent;
+  if (measured.resources.samples > 0) {
+    const double online = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+    row.other_cpu_cores = std::max(
+        0.0,
+        (row.machine_cpu_percent * online - measured.resources.mean_process_cpu_percent) / 100.0);
+  }
   if (device.type == DeviceType::cpu) {
     const CpuPeaks& peaks = calibrate_cpu(row.threads);
     row.peak_flops = precision == Precision::fp32 ? peaks.fp32_flops : peaks.bf16_flops;
@@ -669,6 +675,14 @@ Report run(const BenchOptions& options, std::ostream& log) {
   report.command = options.command;
   report.prices_origin = options.prices.flat_per_hour ? "--price-per-hour" : options.prices.origin;
   report.currency = options.prices.currency;
+  // Said before the first measurement, which the other work would slow.
+  if (const double others = measure_other_runnable_threads(std::chrono::milliseconds(1000));
+      others >= kBusyMachineCores) {
+    log << "bench: the machine is busy: " << fixed(others, 1)
+        << " other runnable threads on average over 1 s, on " << usable_cpu_cores()
+        << " usable cores; figures measured now are not comparable with a quiet machine's (each "
+           "row's other_cpu_cores says how busy it was)\n";
+  }
   const std::vector<DeviceChoice> devices = resolve_devices(options.devices);
   std::vector<Precision> precisions;
   for (const std::string& text : options.precisions)

@@ -94,7 +94,10 @@ const OptionTable<bench::BenchOptions>& run_options() {
              for (const std::string& item : parse_list(option, text))
                options.batch_sizes.push_back(parse_positive_integer(option, item));
            }},
-          {"--threads", "N", "CPU threads (default: every core)", into(&O::threads, as_int)},
+          {"--threads", "N",
+           "CPU threads (default: automatic, the usable cores less those other processes are "
+           "using)",
+           into(&O::threads, as_int)},
           {"--inference", "",
            "measure inference instead: batch-1 latency percentiles, throughput at each "
            "--batch-size and model size, f32 with batch norms folded or int8 (--precision int8: "

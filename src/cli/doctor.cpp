@@ -97,11 +97,30 @@ std::vector<Check> run_checks(const std::string& data_dir, const std::string& lo
   const bool vector_isa = isa.find("avx2") != std::string::npos ||
                           isa.find("avx512") != std::string::npos ||
                           isa.find("amx") != std::string::npos;
+  const CpuThreads threads = cpu_threads();
   checks.push_back({"cpu kernels", vector_isa ? Status::ok : Status::warn,
-                    isa + " on " + cpu.model + ", " + plural(num_threads(), "thread"),
+                    isa + " on " + cpu.model + ", " + plural(num_threads(), "thread") +
+                        (threads.setting > 0
+                             ? " (set)"
+                             : " (automatic: " + plural(threads.usable_cores, "usable core") + ")"),
                     vector_isa ? ""
                                : "this CPU (or VM) exposes no AVX2: the kernels run far slower; "
                                  "choose an instance type with AVX2 or AVX-512"});
+  const double others = measure_other_runnable_threads(std::chrono::milliseconds(1000));
+  const std::string load = fixed(others, 1) + " other runnable threads on average over 1 s, on " +
+                           plural(threads.usable_cores, "usable core");
+  if (others >= kBusyMachineCores) {
+    checks.push_back({"machine load", Status::warn, load,
+                      std::string("other processes are using the CPU: speeds measured now "
+                                  "(tandem bench) are not comparable with a quiet machine's") +
+                          (threads.setting > 0 ? ""
+                                               : ", and training runs on fewer threads while "
+                                                 "they last") +
+                          "; wait for them to finish, or give each program its own cores "
+                          "(taskset -c)"});
+  } else {
+    checks.push_back({"machine load", Status::ok, load, ""});
+  }
   if (cpu.memory_available_bytes > 0 && cpu.memory_available_bytes < kLowMemoryBytes) {
     checks.push_back({"memory", Status::warn,
                       format_bytes(cpu.memory_available_bytes) + " available of " +

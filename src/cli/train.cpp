@@ -39,7 +39,9 @@ const std::vector<TrainOption>& train_options() {
       {"lr", "Adam learning rate (default 0.001)"},
       {"lr-schedule",
        "constant, or cosine: decay the rate to 0 along a cosine over the run (default cosine)"},
-      {"threads", "CPU threads for the kernels (default: every core)"},
+      {"threads",
+       "CPU threads for the kernels (default: automatic, the usable cores less those other "
+       "processes are using)"},
       {"seed", "seeds the initial weights and the shuffle order (default 42)"},
       {"data-dir", std::string("directory with the four Fashion-MNIST IDX files, gzipped or not "
                                "(default ") +

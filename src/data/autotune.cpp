@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "tandem/runtime.h"
+
 namespace tandem::data {
 namespace {
 
@@ -19,7 +21,7 @@ constexpr double kSaturatedProducer = 0.9;
 
 int resolve_cpu_budget(int requested) {
   if (requested > 0) return requested;
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return usable_cpu_cores();
 }
 
 Knob::Knob(Kind kind, StageCounters& stage, StageCounters* input, int initial, int maximum)

@@ -333,8 +333,9 @@ Pipeline Pipeline::interleave(std::function<Pipeline(const Element&)> open,
 
 Pipeline Pipeline::with_options(PipelineOptions options) const {
   if (options.cpu_budget < 0) {
-    throw InvalidArgument("PipelineOptions: cpu_budget must be 0 (every core) or positive, got " +
-                          std::to_string(options.cpu_budget));
+    throw InvalidArgument(
+        "PipelineOptions: cpu_budget must be 0 (the usable cores) or positive, got " +
+        std::to_string(options.cpu_budget));
   }
   if (options.ram_budget <= 0) {
     throw InvalidArgument("PipelineOptions: ram_budget must be positive, got " +

@@ -1,13 +1,13 @@
 // distribute::probe_cpu (tandem/distribute.h): what `tandem devices` reports about the host CPU.
 #include "tandem/distribute.h"
 
-#include <sched.h>
-
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <utility>
+
+#include "tandem/runtime.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -131,13 +131,6 @@ void probe_memory(CpuInfo& info) {
   }
 }
 
-int affinity_threads() {
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return 0;
-  return CPU_COUNT(&mask);
-}
-
 }  // namespace
 
 CpuInfo probe_cpu() {
@@ -147,7 +140,7 @@ CpuInfo probe_cpu() {
 #endif
   probe_proc_cpuinfo(info);
   probe_memory(info);
-  info.threads_available = affinity_threads();
+  info.threads_available = usable_cpu_cores();
   if (info.threads == 0) info.threads = info.threads_available;
   if (info.model.empty()) info.model = "unknown CPU";
   return info;

@@ -123,10 +123,10 @@ std::optional<std::string> thread_count_warning(int threads, const SettingName& 
   if (threads <= 0 || available <= 0 || threads <= available) return std::nullopt;
   return name("threads") + " " + std::to_string(threads) + " is more than the " +
          std::to_string(available) +
-         " hardware threads this process may run on; the extra threads wait on each other at "
-         "every kernel and make each step slower (many times over); pass " +
+         " cores this process may use (its CPU affinity and cgroup CPU quota); the extra threads "
+         "wait on each other at every kernel and make each step slower (many times over); pass " +
          name("threads") + " " + std::to_string(available) +
-         " or less, or leave it out to use every core";
+         " or less, or leave it out to use the cores that are free";
 }
 
 }  // namespace tandem::distribute

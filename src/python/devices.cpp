@@ -65,6 +65,7 @@ void bind_devices(nb::module_& module) {
   });
   module.def("set_num_threads", &set_num_threads, nb::arg("threads"));
   module.def("num_threads", &num_threads);
+  module.def("thread_setting", &thread_setting);
   module.def("set_seed", &manual_seed, nb::arg("seed"));
   module.def(
       "random_uniform",

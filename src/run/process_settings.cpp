@@ -8,7 +8,7 @@
 namespace tandem::run {
 
 ProcessSettingsScope::ProcessSettingsScope()
-    : threads_(num_threads()),
+    : threads_(thread_setting()),
       deterministic_(deterministic()),
       flush_denormals_(flush_denormals()),
       policy_(mixed_precision::global_policy()),

@@ -17,6 +17,7 @@
 #include "core/files.h"
 #include "io/file_io.h"
 #include "tandem/error.h"
+#include "tandem/runtime.h"
 
 namespace tandem::sweep {
 namespace {
@@ -179,9 +180,7 @@ class Scheduler {
   bool better(double a, double b) const { return options_.maximize ? a > b : a < b; }
 
   int threads_per_trial() const {
-    const int cores = options_.threads > 0
-                          ? options_.threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int cores = options_.threads > 0 ? options_.threads : usable_cpu_cores();
     return std::max(1, cores / std::max(1, options_.parallel));
   }
 

@@ -372,6 +372,21 @@ TEST(BenchReports, MarkdownShowsMeasurementsCostsAndSkips) {
   expect_contains(table, "USD/1M samples");
 }
 
+TEST(BenchReports, ARowMeasuredOnABusyMachineIsMarked) {
+  Report report = two_row_report();
+  report.rows[0].other_cpu_cores = 1.2;  // the cpu row: two busy processes' worth, less ours
+  report.rows[1].other_cpu_cores = 0.1;
+  const std::string table = markdown(report);
+  expect_contains(table,
+                  "Busy machine: other processes used 1.2 cores while cnn fp32 b32 cpu was "
+                  "measured; its figures are not comparable with a quiet machine's.");
+  EXPECT_EQ(table.find("while cnn fp32 b32 cuda:0"), std::string::npos) << table;
+  const Report back = report_from_json(to_json(report), "report.json");
+  EXPECT_DOUBLE_EQ(back.rows[0].other_cpu_cores, 1.2);
+  // Reports written before the field read as not measured.
+  EXPECT_DOUBLE_EQ(two_row_report().rows[0].other_cpu_cores, -1.0);
+}
+
 TEST(BenchReports, CompareShowsTheChangePerConfiguration) {
   const Report before = two_row_report();
   Report after = two_row_report();

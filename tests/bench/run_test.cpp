@@ -94,6 +94,7 @@ TEST(BenchRun, MeasuresPresentDevicesAndSkipsAbsentOnesWithTheReason) {
     EXPECT_GT(row->peak_memory_bytes, 16 * 784 * 4);
     EXPECT_GE(row->device_utilization_percent, 0.0);
     EXPECT_GE(row->machine_cpu_percent, 0.0);
+    EXPECT_GE(row->other_cpu_cores, 0.0);
     EXPECT_GE(row->input_wait_share, 0.0);
     EXPECT_LT(row->input_wait_share, 1.0);
     EXPECT_EQ(row->epoch_examples, 60000);

@@ -3,7 +3,6 @@
 // checked before the first step, diagnoses that name the real cause, and a full log disk (a
 // small tmpfs made by the test) that leaves the run's results and saved model intact.
 #include <gtest/gtest.h>
-#include <sched.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -16,6 +15,7 @@
 
 #include "cli/cli_runner.h"
 #include "io/file_io.h"
+#include "tandem/runtime.h"
 
 namespace tandem::testing {
 namespace {
@@ -292,10 +292,7 @@ TEST(Diagnoses, NameTheRealCause) {
 }
 
 TEST(SilentSurprises, MoreThreadsThanTheMachineHasAreWarnedAbout) {
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
-  const int available = CPU_COUNT(&mask);
+  const int available = usable_cpu_cores();
   ScratchDir data;
   write_tiny_fashion_mnist(data.path(), 32, 16, 28, 28);
   std::vector<std::string> args = tiny_run(data);
@@ -304,7 +301,7 @@ TEST(SilentSurprises, MoreThreadsThanTheMachineHasAreWarnedAbout) {
   const CliResult result = run_bounded(args);
   ASSERT_EQ(result.status, 0) << result.err;
   expect_contains(result.err, "--threads " + std::to_string(available + 1) + " is more than the " +
-                                  std::to_string(available) + " hardware threads");
+                                  std::to_string(available) + " cores this process may use");
 }
 
 // Runs `script` in a mount namespace of its own as root (or as root of a user namespace), where

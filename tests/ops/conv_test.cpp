@@ -357,7 +357,7 @@ TEST(Conv2D, FewChannelForwardFusesBiasAndRelu) {
     };
     const Tensor on_two = fused();
     expect_close(on_two, relu(conv2d(f64(x), f64(filter), f64(bias), c.options)), 1e-5, c.str());
-    const int threads = num_threads();
+    const int threads = thread_setting();
     set_num_threads(1);
     const Tensor on_one = fused();
     set_num_threads(threads);

@@ -65,7 +65,7 @@ TEST(Dropout, ReproducibleForEqualSeedsAndThreadCounts) {
   const auto next = dropout(x, 0.5, first);
   EXPECT_NE(next.mask.to_vector<float>(), a.mask.to_vector<float>());
   // One thread or all of them: the same mask.
-  const int threads = num_threads();
+  const int threads = thread_setting();
   set_num_threads(1);
   Generator serial(5);
   const auto single = dropout(x, 0.5, serial);

@@ -8,9 +8,12 @@ import tandem as tf
 
 @pytest.fixture(autouse=True)
 def fresh_session():
-    """Every test starts with layer names from dense, dense_1, ... and the default seed."""
+    """Every test starts with layer names from dense, dense_1, ... and the default seed, on two
+    threads: the automatic count follows the machine's load, and comparisons of bits between
+    two runs hold at one count."""
     tf.keras.backend.clear_session()
     tf.random.set_seed(42)
+    tf.config.threading.set_intra_op_parallelism_threads(2)
     yield
 
 

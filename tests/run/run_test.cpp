@@ -133,7 +133,7 @@ class TwoRuns : public ::testing::Test {
   };
   static Settings settings_now() {
     const std::optional<mixed_precision::Policy> policy = mixed_precision::global_policy();
-    return {num_threads(),
+    return {thread_setting(),
             deterministic(),
             flush_denormals(),
             policy ? std::optional(policy->name()) : std::nullopt,

@@ -8,7 +8,7 @@ namespace tandem::testing {
 
 class ScopedThreadCount {
  public:
-  explicit ScopedThreadCount(int threads) : saved_(num_threads()) { set_num_threads(threads); }
+  explicit ScopedThreadCount(int threads) : saved_(thread_setting()) { set_num_threads(threads); }
   ~ScopedThreadCount() { set_num_threads(saved_); }
   ScopedThreadCount(const ScopedThreadCount&) = delete;
   ScopedThreadCount& operator=(const ScopedThreadCount&) = delete;

@@ -4,6 +4,7 @@
 // nothing else; a folder of another sweep refused; the HTML report's curves.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "data/idx_files.h"
 #include "support/errors.h"
+#include "tandem/runtime.h"
 #include "tandem/sweep.h"
 
 namespace tandem::sweep {
@@ -89,6 +91,21 @@ Outcome fake_training(const Trial& trial) {
           .cost = 0.001};
 }
 
+TEST(RunSweep, SharesTheUsableCoresBetweenTheTrialsRunningAtOnce) {
+  // Without a count, the cores this process may use (affinity and cgroup quota), split between
+  // the trials at once: each runs on a count of its own, never spinning against the others.
+  for (const int parallel : {1, 2, 3}) {
+    ScratchDir dir;
+    std::atomic<int> threads = 0;
+    run_sweep(lr_and_batch(), {.folder = dir.file("sweep"), .parallel = parallel},
+              [&](const Trial& trial) {
+                threads = trial.threads;
+                return fake_training(trial);
+              });
+    EXPECT_EQ(threads.load(), std::max(1, usable_cpu_cores() / parallel)) << parallel;
+  }
+}
+
 TEST(RunSweep, RunsEveryTrialTwoAtATimeAndRanksThem) {
   ScratchDir dir;
   std::atomic<int> running = 0;
@@ -119,9 +136,8 @@ TEST(RunSweep, RunsEveryTrialTwoAtATimeAndRanksThem) {
   EXPECT_EQ(value_text(best.trial.params.at("batch-size")), "32");
   EXPECT_DOUBLE_EQ(summary.compute, 6.0);
   const std::string table = summary.table();
-  EXPECT_NE(
-      table.find("lr     batch-size  status  val_accuracy  val_loss  seconds  cost (USD)"),
-      std::string::npos)
+  EXPECT_NE(table.find("lr     batch-size  status  val_accuracy  val_loss  seconds  cost (USD)"),
+            std::string::npos)
       << table;
   EXPECT_NE(table.find(best.trial.id + " *"), std::string::npos) << table;
   EXPECT_NE(table.find("best: " + best.trial.id), std::string::npos) << table;
@@ -132,7 +148,8 @@ TEST(RunSweep, AFailedTrialIsRecordedWithItsReasonAndTheSweepGoesOn) {
   ScratchDir dir;
   const Summary summary =
       run_sweep(lr_and_batch(), {.folder = dir.file("sweep")}, [](const Trial& trial) -> Outcome {
-        if (trial.index == 1) throw OutOfMemory("out of memory on cpu: asked for 2 GiB", "cpu", 2u << 30, 0, 0);
+        if (trial.index == 1)
+          throw OutOfMemory("out of memory on cpu: asked for 2 GiB", "cpu", 2u << 30, 0, 0);
         if (trial.index == 2) return {.metrics = {{"val_accuracy", std::nan("")}}};
         if (trial.index == 3) return {.metrics = {{"accuracy", 0.5}}};
         if (trial.index == 4) return {.ok = false, .failure = "crashed (signal 11)"};

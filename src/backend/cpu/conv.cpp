@@ -626,7 +626,9 @@ ConvBackwardFilter build_backward_filter(const Window2D& g, DType dtype, bool wi
   return result;
 }
 
-constexpr std::size_t kCacheCapacity = 64;
+// Primitives per direction: a model's distinct shapes, twice over when the automatic thread count
+// changes the team size (thread_budget.h).
+constexpr std::size_t kCacheCapacity = 128;
 
 // A constant filter (an inference model's: Tensor::is_constant) in the forward primitive's layout,
 // reordered once and kept, keyed by the primitive and the filter; at batch 1 reordering

@@ -1,12 +1,11 @@
 #include "backend/cpu/cpu_backend.h"
 
-#include <omp.h>
-
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
 #include "backend/cpu/denormals.h"
 #include "backend/cpu/onednn.h"
+#include "backend/cpu/thread_budget.h"
 #include "tandem/runtime.h"
 
 #ifndef TANDEM_VERSION
@@ -45,6 +44,7 @@ class CpuBackend final : public TableBackend {
  public:
   CpuBackend() : TableBackend(kernels()) {}
   void run(const KernelContext& context) override {
+    apply_kernel_threads();
     const DenormalModeScope denormal_mode;
     TableBackend::run(context);
   }
@@ -228,14 +228,6 @@ void execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnn
 }
 
 }  // namespace cpu
-
-void set_num_threads(int threads) {
-  omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs());
-}
-
-int num_threads() {
-  return omp_get_max_threads();
-}
 
 const char* version() {
   return TANDEM_VERSION;

@@ -429,7 +429,9 @@ PoolBackward build_backward(const Window2D& g, DType dtype, dnnl::algorithm algo
   return result;
 }
 
-constexpr std::size_t kCacheCapacity = 64;
+// Primitives per direction: a model's distinct shapes, twice over when the automatic thread count
+// changes the team size (thread_budget.h).
+constexpr std::size_t kCacheCapacity = 128;
 
 void pool_forward_onednn(const KernelContext& c, const Window2D& g) {
   static PrimitiveCache<PoolForward> cache(kCacheCapacity);

@@ -3,6 +3,8 @@
 // with them, keyed by everything that shapes a primitive (op, dtype, shapes, strides, ...).
 // Creating a primitive descriptor costs tens of microseconds and a JIT primitive more; a
 // training step would otherwise pay that on every call of every layer.
+#include <omp.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -37,7 +39,8 @@ class PrimitiveCache {
   // The entry for `key`, built by make() on first use. Callers share entries read-only (oneDNN
   // primitives may run concurrently); an evicted entry lives on while a caller still holds it.
   template <typename Make>
-  std::shared_ptr<const Entry> get(const PrimitiveKey& key, Make&& make) {
+  std::shared_ptr<const Entry> get(PrimitiveKey key, Make&& make) {
+    key.push_back(omp_get_max_threads());
     std::lock_guard lock(mutex_);
     if (const auto found = index_.find(key); found != index_.end()) {
       recent_.splice(recent_.begin(), recent_, found->second);
@@ -45,7 +48,7 @@ class PrimitiveCache {
     }
     auto entry = std::make_shared<const Entry>(make());
     recent_.emplace_front(key, entry);
-    index_.emplace(key, recent_.begin());
+    index_.emplace(std::move(key), recent_.begin());
     if (recent_.size() > capacity_) {
       index_.erase(recent_.back().first);
       recent_.pop_back();
