@@ -68,10 +68,35 @@ Fans compute_fans(const Shape& shape);
 Tensor initialize(Initializer initializer, const Shape& shape, DType dtype = DType::f32,
                   Generator& generator = default_generator());
 
-enum class ActivationFunction { linear, relu, gelu, sigmoid, tanh, softmax };
-// "linear" (or ""), "relu", "gelu", "sigmoid", "tanh", "softmax"; throws InvalidArgument listing
-// the names for an unknown one.
+enum class ActivationFunction {
+  linear,
+  relu,
+  gelu,
+  sigmoid,
+  tanh,
+  softmax,
+  elu,
+  selu,
+  softplus,
+  softsign,
+  swish,
+  exponential,
+  hard_sigmoid,
+  mish,
+  relu6,
+  leaky_relu,
+};
+// The activation= strings Keras 2.15 accepts, with its definitions: "linear" (or ""), "relu",
+// "gelu", "sigmoid", "tanh", "softmax", "elu", "selu", "softplus", "softsign", "swish" ("silu"
+// reads as it, as Keras saves it), "exponential", "hard_sigmoid" (Keras 2's: clip(0.2 x + 0.5, 0,
+// 1)), "mish", and TensorFlow's functions Keras takes by name, "relu6" and "leaky_relu" (slope
+// 0.2); throws InvalidArgument listing the names for an unknown one.
 ActivationFunction parse_activation(const std::string& name);
+// SELU's constants (Klambauer et al. 2017), as Keras and TensorFlow have them.
+inline constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
+inline constexpr double kSeluScale = 1.0507009873554804934193349852946;
+// tf.nn.leaky_relu's default slope, which activation="leaky_relu" gets.
+inline constexpr double kLeakyReluSlope = 0.2;
 const char* activation_name(ActivationFunction activation);
 // softmax is over the last axis; gelu is exact (erf), as in Keras.
 Tensor apply_activation(ActivationFunction activation, const Tensor& x);

@@ -9,10 +9,13 @@
 //     layer_names.
 // Weights pair with the model's layers (by name in an .h5, by kind and order in a .keras file)
 // and must agree in count and shape.
+#include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/files.h"
 #include "core/tensor_copy.h"
@@ -138,14 +141,64 @@ std::string snake_case(const std::string& name) {
   return out;
 }
 
+// The order of Keras 2.15's model.layers for a Functional model (Functional._map_graph_network),
+// whatever order the layers were made in: by depth, the longest path to the output, deepest
+// first; layers of one depth in the order a depth-first walk from the output, each node's inputs
+// in order, first meets them. A chain keeps its order; branches made in another order (a layer
+// made before the layer that feeds it) do not.
+std::vector<nn::Layer> keras_layer_order(const nn::Model& model) {
+  std::vector<const nn::Node*> decreasing_depth;  // each node after its inputs
+  std::set<const nn::Node*> finished;
+  std::map<std::string, std::size_t> met;  // layer name -> when the walk first met it
+  std::map<std::string, nn::Layer> layers;
+  const std::function<void(const nn::Node*)> walk = [&](const nn::Node* node) {
+    if (finished.contains(node)) return;
+    if (node->layer.defined()) {
+      met.try_emplace(node->layer.name(), met.size());
+      layers.try_emplace(node->layer.name(), node->layer);
+    }
+    for (const nn::SymbolicTensor& input : node->inputs)
+      walk(input.node().get());
+    finished.insert(node);
+    decreasing_depth.push_back(node);
+  };
+  walk(model.nodes().back().get());
+  std::map<const nn::Node*, int> node_depth;
+  std::map<std::string, int> layer_depth;
+  for (auto node = decreasing_depth.rbegin(); node != decreasing_depth.rend(); ++node) {
+    int depth = node_depth[*node];
+    if ((*node)->layer.defined()) {
+      int& of_layer = layer_depth[(*node)->layer.name()];
+      depth = std::max(depth, of_layer);
+      of_layer = depth;
+    }
+    node_depth[*node] = depth;
+    for (const nn::SymbolicTensor& input : (*node)->inputs) {
+      int& of_input = node_depth[input.node().get()];
+      of_input = std::max(of_input, depth + 1);
+    }
+  }
+  std::vector<std::string> names;
+  for (const auto& [name, when] : met)
+    names.push_back(name);
+  std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+    if (layer_depth.at(a) != layer_depth.at(b)) return layer_depth.at(a) > layer_depth.at(b);
+    return met.at(a) < met.at(b);
+  });
+  std::vector<nn::Layer> ordered;
+  for (const std::string& name : names)
+    ordered.push_back(layers.at(name));
+  return ordered;
+}
+
 // Where a .keras file keeps each layer's weights: Keras' saving library walks model.layers in
-// order and names each group by its class, numbered from the second of a class on ("dense",
-// "dense_1", ...), not by the layer's own name. A Functional model's InputLayer comes first, as
-// "input_layer".
+// order (keras_layer_order) and names each group by its class, numbered from the second of a
+// class on ("dense", "dense_1", ...), not by the layer's own name. A Functional model's InputLayer
+// comes first, as "input_layer".
 std::vector<std::pair<nn::Layer, std::string>> keras_groups(const nn::Model& model) {
   std::map<std::string, int> used{{"input_layer", 0}};
   std::vector<std::pair<nn::Layer, std::string>> groups;
-  for (const nn::Layer& layer : model.layers()) {
+  for (const nn::Layer& layer : keras_layer_order(model)) {
     const std::string base = snake_case(layer.impl().class_name());
     const auto [it, first] = used.try_emplace(base, 0);
     if (!first) ++it->second;

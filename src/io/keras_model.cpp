@@ -285,10 +285,16 @@ MadeLayer make_keras_layer(const std::string& class_name, const std::string& nam
     return {nn::Activation(activation, name), activation == "softmax"};
   }
   if (class_name == "ReLU") {
-    arguments.require_null("max_value");
     arguments.require("negative_slope", 0.0);
     arguments.require("threshold", 0.0);
-    return {nn::Activation("relu", name)};
+    const json& max_value = arguments.raw("max_value");
+    if (max_value.is_null()) return {nn::Activation("relu", name)};
+    // MobileNetV2's ReLU(6.0).
+    if (max_value.is_number() && max_value.get<double>() == 6.0) {
+      return {nn::Activation("relu6", name)};
+    }
+    throw arguments.error("argument max_value=" + max_value.dump() +
+                          " is not supported; Tandem's ReLU caps at 6 (relu6) or not at all");
   }
   if (class_name == "Softmax") {
     arguments.require_last_axis("axis");

@@ -247,6 +247,53 @@ Value activation(GraphBuilder& graph, const Value& x, nn::ActivationFunction fun
       GraphBuilder::integer(graph.node("Softmax", {x.name}, output), "axis",
                             x.nchw ? 1 : static_cast<std::int64_t>(x.shape.size()) - 1);
       break;
+    case nn::ActivationFunction::elu:
+      GraphBuilder::real(graph.node("Elu", {x.name}, output), "alpha", 1.0);
+      break;
+    case nn::ActivationFunction::selu: {
+      onnx::NodeProto& selu = graph.node("Selu", {x.name}, output);
+      GraphBuilder::real(selu, "alpha", nn::kSeluAlpha);
+      GraphBuilder::real(selu, "gamma", nn::kSeluScale);
+      break;
+    }
+    case nn::ActivationFunction::softplus:
+      graph.node("Softplus", {x.name}, output);
+      break;
+    case nn::ActivationFunction::softsign:
+      graph.node("Softsign", {x.name}, output);
+      break;
+    case nn::ActivationFunction::swish: {
+      const std::string gate = graph.fresh(base + "/sigmoid");
+      graph.node("Sigmoid", {x.name}, gate);
+      graph.node("Mul", {x.name, gate}, output);
+      break;
+    }
+    case nn::ActivationFunction::exponential:
+      graph.node("Exp", {x.name}, output);
+      break;
+    case nn::ActivationFunction::hard_sigmoid: {
+      onnx::NodeProto& hard = graph.node("HardSigmoid", {x.name}, output);
+      GraphBuilder::real(hard, "alpha", 0.2);
+      GraphBuilder::real(hard, "beta", 0.5);
+      break;
+    }
+    case nn::ActivationFunction::mish: {
+      // The Mish op only arrives in opset 18.
+      const std::string softplus = graph.fresh(base + "/softplus");
+      graph.node("Softplus", {x.name}, softplus);
+      const std::string gate = graph.fresh(base + "/tanh");
+      graph.node("Tanh", {softplus}, gate);
+      graph.node("Mul", {x.name, gate}, output);
+      break;
+    }
+    case nn::ActivationFunction::relu6:
+      graph.node("Clip",
+                 {x.name, graph.scalar(base + "/zero", 0.0), graph.scalar(base + "/six", 6.0)},
+                 output);
+      break;
+    case nn::ActivationFunction::leaky_relu:
+      GraphBuilder::real(graph.node("LeakyRelu", {x.name}, output), "alpha", nn::kLeakyReluSlope);
+      break;
     case nn::ActivationFunction::gelu: {
       // Exact GELU, 0.5 x (1 + erf(x / sqrt 2)); the Gelu op only arrives in opset 20.
       const std::string scaled = graph.fresh(base + "/scaled");

@@ -148,6 +148,53 @@ std::string activation(TfGraph& graph, const std::string& x, nn::ActivationFunct
       return graph.node("Tanh", base + "/Tanh", {x}).name();
     case nn::ActivationFunction::softmax:  // over the last axis, as Tandem's
       return graph.node("Softmax", base + "/Softmax", {x}).name();
+    case nn::ActivationFunction::elu:
+      return graph.node("Elu", base + "/Elu", {x}).name();
+    case nn::ActivationFunction::selu:
+      return graph.node("Selu", base + "/Selu", {x}).name();
+    case nn::ActivationFunction::softplus:
+      return graph.node("Softplus", base + "/Softplus", {x}).name();
+    case nn::ActivationFunction::softsign:
+      return graph.node("Softsign", base + "/Softsign", {x}).name();
+    case nn::ActivationFunction::swish: {
+      const std::string gate = graph.node("Sigmoid", base + "/swish/Sigmoid", {x}).name();
+      return graph.node("Mul", base + "/swish/mul", {x, gate}).name();
+    }
+    case nn::ActivationFunction::exponential:
+      return graph.node("Exp", base + "/Exp", {x}).name();
+    case nn::ActivationFunction::hard_sigmoid: {
+      // Keras 2's: clip(0.2 x + 0.5, 0, 1).
+      const std::string scaled = graph
+                                     .node("Mul", base + "/hard_sigmoid/mul",
+                                           {x, graph.scalar(base + "/hard_sigmoid/slope", 0.2)})
+                                     .name();
+      const std::string shifted =
+          graph
+              .node("AddV2", base + "/hard_sigmoid/add",
+                    {scaled, graph.scalar(base + "/hard_sigmoid/half", 0.5)})
+              .name();
+      const std::string floored =
+          graph
+              .node("Maximum", base + "/hard_sigmoid/Maximum",
+                    {shifted, graph.scalar(base + "/hard_sigmoid/zero", 0.0)})
+              .name();
+      return graph
+          .node("Minimum", base + "/hard_sigmoid/Minimum",
+                {floored, graph.scalar(base + "/hard_sigmoid/one", 1.0)})
+          .name();
+    }
+    case nn::ActivationFunction::mish: {
+      const std::string softplus = graph.node("Softplus", base + "/mish/Softplus", {x}).name();
+      const std::string gate = graph.node("Tanh", base + "/mish/Tanh", {softplus}).name();
+      return graph.node("Mul", base + "/mish/mul", {x, gate}).name();
+    }
+    case nn::ActivationFunction::relu6:
+      return graph.node("Relu6", base + "/Relu6", {x}).name();
+    case nn::ActivationFunction::leaky_relu: {
+      tf::NodeDef& leaky = graph.node("LeakyRelu", base + "/LeakyRelu", {x});
+      TfGraph::real(leaky, "alpha", nn::kLeakyReluSlope);
+      return leaky.name();
+    }
     case nn::ActivationFunction::gelu: {
       // Exact GELU, 0.5 x (1 + erf(x / sqrt 2)), as tf.nn.gelu(approximate=False) builds it.
       const std::string scaled =

@@ -4,6 +4,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "python/bindings.h"
+#include "tandem/nn.h"
 #include "tandem/ops.h"
 
 namespace tandem::python {
@@ -39,6 +40,13 @@ void bind_ops(nb::module_& module) {
     ops.def(name, op, nb::arg("a"), nb::arg("b"));
   }
   ops.def("gelu", &gelu, nb::arg("x"), nb::arg("approximate") = false);
+  // Keras' activations by name (tandem/nn.h), as layers apply them.
+  ops.def(
+      "activation",
+      [](const std::string& name, const Tensor& x) {
+        return nn::apply_activation(nn::parse_activation(name), x);
+      },
+      nb::arg("name"), nb::arg("x"));
   ops.def("scalar_like", &scalar_like, nb::arg("x"), nb::arg("value"));
   ops.def("where", &where, nb::arg("condition"), nb::arg("a"), nb::arg("b"));
   ops.def("sum", &sum, nb::arg("x"), nb::arg("axes"), nb::arg("keepdims"));

@@ -126,6 +126,30 @@ def write_keras(keras_path, h5_path, data_path):
     return 0
 
 
+def write_keras_activations(keras_path, data_path):
+    """A Sequential of Dense layers with every activation Keras 2.15 takes by name (silu as users
+    write it), ReLU(max_value=6) as MobileNetV2 has it, and its predictions."""
+    import tensorflow as tf
+
+    tf.keras.utils.set_random_seed(9)
+    layers = tf.keras.layers
+    activations = ["elu", "selu", "softplus", "softsign", "silu", "hard_sigmoid", "mish",
+                   "relu6", "leaky_relu", "gelu", "exponential"]
+    model = tf.keras.Sequential(
+        [tf.keras.Input((6,))] + [layers.Dense(8, activation=a) for a in activations]
+        + [layers.ReLU(max_value=6.0), layers.Activation("swish"), layers.Dense(3)])
+    # Larger weights for the first layers, so that relu6 and ReLU(max_value=6) meet their cap.
+    for layer in model.layers[:8]:
+        kernel, bias = layer.get_weights()
+        layer.set_weights([kernel * 3.0, bias + 0.5])
+    model.save(keras_path)
+    x = np.random.default_rng(10).uniform(-2, 2, (16, 6)).astype(np.float32)
+    save_file({"input": x, "output": model.predict(x, verbose=0)}, data_path)
+    print(f"TensorFlow {tf.__version__} Keras wrote {keras_path} with "
+          f"activations {', '.join(activations)}, ReLU(max_value=6), swish")
+    return 0
+
+
 def write_torch(arch, weights_path, data_path):
     try:
         import torch
@@ -169,6 +193,8 @@ def main(argv):
         return check_keras_load(argv[1], argv[2], float(argv[3]))
     if len(argv) == 4 and argv[0] == "keras-write":
         return write_keras(argv[1], argv[2], argv[3])
+    if len(argv) == 3 and argv[0] == "keras-activations":
+        return write_keras_activations(argv[1], argv[2])
     if len(argv) == 4 and argv[0] == "torch":
         return write_torch(argv[1], argv[2], argv[3])
     print(__doc__)

@@ -104,8 +104,23 @@ nn::Model every_layer_model() {
   return nn::Model(inputs, outputs, "every_layer");
 }
 
+// Every activation Keras takes by name, one Dense branch each, summed: the exporters translate
+// each (and Keras, ONNX Runtime and TensorFlow compute it as Tandem does).
+nn::Model activations_model() {
+  nn::clear_session();
+  manual_seed(13);
+  const nn::SymbolicTensor inputs = nn::Input({6});
+  std::vector<nn::SymbolicTensor> branches;
+  for (const char* activation : {"elu", "selu", "softplus", "softsign", "swish", "exponential",
+                                 "hard_sigmoid", "mish", "relu6", "leaky_relu", "gelu"}) {
+    // Glorot weights over inputs in [0, 1): values on both sides of every activation's bend.
+    branches.push_back(nn::Dense(4, activation)(nn::Dense(6)(inputs)));
+  }
+  return nn::Model(inputs, nn::Add()(branches), "activations");
+}
+
 // The models the exporters are checked on: the zoo's, one with trained batch norm statistics (not
-// the initial zeros and ones) and every_layer_model.
+// the initial zeros and ones), every_layer_model and activations_model.
 std::vector<std::pair<std::string, nn::Model>> export_models() {
   std::vector<std::pair<std::string, nn::Model>> models;
   for (const std::string name : {"cnn", "mlp", "resnet_small"}) {
@@ -116,6 +131,7 @@ std::vector<std::pair<std::string, nn::Model>> export_models() {
   trained.fit(*testing::small_dataset(), {.epochs = 2});
   models.emplace_back("small_trained", std::move(trained));
   models.emplace_back("every_layer", every_layer_model());
+  models.emplace_back("activations", activations_model());
   return models;
 }
 
@@ -240,6 +256,27 @@ TEST(Interop, WeightsKerasWroteLoadIntoTheMatchingTandemModel) {
     EXPECT_LE(difference, kExportTolerance);
     std::cout << file << ": Tandem with Keras' weights: max |difference| " << difference << "\n";
   }
+}
+
+TEST(Interop, KerasModelsWithEveryActivationPredictAsKerasDoes) {
+  TANDEM_REQUIRE_PYTHON_ENV(tf_env, "tfrecord");
+  TANDEM_REQUIRE_PYTHON_ENV(env, "interop");
+  ScratchDir scratch;
+  const testing::ShellResult run = run_check(
+      env.python, {"keras-activations", scratch.file("act.keras"), scratch.file("act.data")});
+  ASSERT_EQ(run.status, 0) << run.output;
+  std::cout << run.output;
+  const io::Safetensors expected = io::load_safetensors(scratch.file("act.data"));
+  nn::clear_session();
+  io::KerasModel keras = io::load_keras_model(scratch.file("act.keras"));
+  io::load_keras_weights(keras.model, scratch.file("act.keras"));
+  const Tensor want = *expected.find("output");
+  const Tensor got = keras.model.predict(*expected.find("input"));
+  const double scale = reduce_max(abs(want)).item();
+  const double difference = reduce_max(abs(got - want)).item();
+  EXPECT_LE(difference, 1e-5 * std::max(1.0, scale)) << "largest output " << scale;
+  std::cout << "Tandem with Keras' activations: max |difference| " << difference
+            << " (largest output " << scale << ")\n";
 }
 
 TEST(Interop, WeightsPyTorchWroteLoadIntoTheMatchingTandemModel) {

@@ -273,6 +273,25 @@ TEST(KerasModel, AFunctionalModelKeepsItsResidualBranch) {
   EXPECT_NE(keras.model.predict(x).to_vector<float>(), with_branch);
 }
 
+TEST(KerasModel, AReluCappedAtSixIsRelu6AndOtherCapsAreNamed) {
+  ScratchDir scratch;
+  const auto with_cap = [&](const json& cap) {
+    json model = functional_residual();
+    for (json& entry : model["config"]["layers"]) {
+      if (entry["class_name"] == "ReLU") entry["config"]["max_value"] = cap;
+    }
+    return write_json(scratch, "capped.json", model);
+  };
+  io::KerasModel keras = io::load_keras_model(with_cap(6.0));
+  const nn::LayerConfig config = *keras.model.get_layer("re_lu").impl().config();
+  EXPECT_EQ(std::get<std::string>(config.at("activation")), "relu6");
+  const std::string message = error_of([&] { io::load_keras_model(with_cap(4.0)); });
+  EXPECT_NE(message.find("layer 're_lu' (ReLU): argument max_value=4.0 is not supported; Tandem's "
+                         "ReLU caps at 6 (relu6) or not at all"),
+            std::string::npos)
+      << message;
+}
+
 // A .keras file is a zip archive; its config.json is the description (stored, as Keras writes
 // it).
 TEST(KerasModel, ReadsTheConfigInsideADotKerasFile) {

@@ -2,6 +2,7 @@
 
 from tandem._unsupported import module_getattr
 from tandem.keras import (
+    activations,
     backend,
     callbacks,
     datasets,
@@ -19,6 +20,7 @@ __all__ = [
     "Input",
     "Model",
     "Sequential",
+    "activations",
     "backend",
     "callbacks",
     "datasets",
