@@ -2,17 +2,14 @@
 // (taskset) and by a cgroup CPU quota (a cgroup this test makes), OMP_NUM_THREADS taken as a
 // given count, and `tandem doctor` saying when other processes load the machine.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "cli/cli_runner.h"
+#include "support/busy_processes.h"
 #include "support/shell.h"
 #include "tandem/runtime.h"
 
@@ -120,20 +117,10 @@ TEST(CpuThreadsCli, AQuotaOfACpuAndAHalfKeepsTwoThreads) {
 }
 
 TEST(DoctorCommand, SaysWhenOtherProcessesLoadTheMachine) {
-  std::vector<pid_t> busy;
-  for (int i = 0; i < usable_cpu_cores(); ++i) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      for (volatile unsigned long spin = 0;; spin = spin + 1) {
-      }
-    }
-    if (pid > 0) busy.push_back(pid);
-  }
-  const CliResult result = run_cli({"doctor"});
-  for (const pid_t pid : busy) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  }
+  const CliResult result = [] {
+    const BusyProcesses busy(usable_cpu_cores());
+    return run_cli({"doctor"});
+  }();
   expect_contains(result.out, "WARN  machine load        ");
   expect_contains(result.out, "other processes are using the CPU");
 }

@@ -4,14 +4,11 @@
 #include "backend/cpu/thread_budget.h"
 
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <thread>
-#include <vector>
 
+#include "support/busy_processes.h"
 #include "support/thread_count.h"
 #include "tandem/ops.h"
 #include "tandem/runtime.h"
@@ -67,32 +64,6 @@ TEST(ThreadBudget, ANeighbourNearABoundaryDoesNotResizeTheTeam) {
   EXPECT_EQ(automatic.observe(0, 1, kSamplePeriod), 1);
 }
 
-// Processes that spin on a core each until the object goes.
-class BusyProcesses {
- public:
-  explicit BusyProcesses(int count) {
-    for (int i = 0; i < count; ++i) {
-      const pid_t pid = fork();
-      if (pid == 0) {
-        for (volatile unsigned long spin = 0;; spin = spin + 1) {
-        }
-      }
-      if (pid > 0) pids_.push_back(pid);
-    }
-  }
-  ~BusyProcesses() {
-    for (const pid_t pid : pids_) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-  BusyProcesses(const BusyProcesses&) = delete;
-  BusyProcesses& operator=(const BusyProcesses&) = delete;
-
- private:
-  std::vector<pid_t> pids_;
-};
-
 // Runs small kernels (each samples the machine when a period has passed) until `done` says so or
 // `patience` passes; returns the last state.
 template <typename Done>
@@ -119,7 +90,7 @@ TEST(ThreadBudget, AutomaticRunsOnOneThreadBesideABusyProcessPerCore) {
   }
   testing::ScopedThreadCount automatic(0);
   EXPECT_EQ(num_threads(), usable);
-  const BusyProcesses busy(usable);
+  const testing::BusyProcesses busy(usable);
   // Other tests may load the machine too, which can only lower the count; the patience is for a
   // machine so loaded that this process's samples come late.
   const CpuThreads state = run_kernels_until([](const CpuThreads& now) { return now.active == 1; },
@@ -131,7 +102,7 @@ TEST(ThreadBudget, AutomaticRunsOnOneThreadBesideABusyProcessPerCore) {
 
 TEST(ThreadBudget, AGivenCountHoldsWhateverTheLoad) {
   testing::ScopedThreadCount two(2);
-  const BusyProcesses busy(std::max(2, usable_cpu_cores()));
+  const testing::BusyProcesses busy(std::max(2, usable_cpu_cores()));
   const CpuThreads state = run_kernels_until(
       [](const CpuThreads& now) { return now.other_runnable >= 1; }, std::chrono::seconds(60));
   EXPECT_GE(state.other_runnable, 1) << "the samples go on with a count given";
