@@ -29,6 +29,7 @@ struct CpuThreads {
   int active = 1;             // the threads the next kernel runs on
   int usable_cores = 1;       // affinity and cgroup quota
   double other_runnable = 0;  // other processes' threads wanting these cores, smoothed
+                              // (sampled in automatic mode only: 0 with a count given)
 };
 CpuThreads cpu_threads();
 // Other processes' runnable threads on this process's usable cores, averaged over `window`

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "data/idx_files.h"
 #include "tandem/bench.h"
@@ -94,7 +95,10 @@ TEST(BenchRun, MeasuresPresentDevicesAndSkipsAbsentOnesWithTheReason) {
     EXPECT_GT(row->peak_memory_bytes, 16 * 784 * 4);
     EXPECT_GE(row->device_utilization_percent, 0.0);
     EXPECT_GE(row->machine_cpu_percent, 0.0);
+    // The machine's CPU use less this run's: within the machine's cores (a unit slip, percent
+    // for cores, would pass it by a hundredfold).
     EXPECT_GE(row->other_cpu_cores, 0.0);
+    EXPECT_LE(row->other_cpu_cores, static_cast<double>(std::thread::hardware_concurrency()));
     EXPECT_GE(row->input_wait_share, 0.0);
     EXPECT_LT(row->input_wait_share, 1.0);
     EXPECT_EQ(row->epoch_examples, 60000);

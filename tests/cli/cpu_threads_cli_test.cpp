@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "cli/cli_runner.h"
 #include "support/busy_processes.h"
@@ -103,21 +104,16 @@ class QuotaCgroup {
 
 TEST(CpuThreadsCli, ACgroupQuotaSetsTheCount) {
   if (usable_cpu_cores() < 2) GTEST_SKIP() << "one usable core: nothing to narrow";
-  const QuotaCgroup one_cpu(100000);
-  if (!one_cpu.reason().empty()) GTEST_SKIP() << one_cpu.reason();
-  const ShellResult limited = devices_json(one_cpu.enter());
-  ASSERT_EQ(limited.status, 0) << limited.output;
-  expect_contains(limited.output, "\"threads_available\": 1");
-  expect_contains(limited.output, "\"backend_threads\": 1");
-}
-
-TEST(CpuThreadsCli, AQuotaOfACpuAndAHalfKeepsTwoThreads) {
-  if (usable_cpu_cores() < 2) GTEST_SKIP() << "one usable core: nothing to narrow";
-  const QuotaCgroup one_and_a_half(150000);
-  if (!one_and_a_half.reason().empty()) GTEST_SKIP() << one_and_a_half.reason();
-  const ShellResult limited = devices_json(one_and_a_half.enter());
-  ASSERT_EQ(limited.status, 0) << limited.output;
-  expect_contains(limited.output, "\"threads_available\": 2");
+  // One CPU's quota gives one thread; a CPU and a half keeps two busy (rounded up).
+  for (const auto& [quota_us, threads] : {std::pair{100000L, 1}, std::pair{150000L, 2}}) {
+    SCOPED_TRACE(quota_us);
+    const QuotaCgroup cgroup(quota_us);
+    if (!cgroup.reason().empty()) GTEST_SKIP() << cgroup.reason();
+    const ShellResult limited = devices_json(cgroup.enter());
+    ASSERT_EQ(limited.status, 0) << limited.output;
+    expect_contains(limited.output, "\"threads_available\": " + std::to_string(threads));
+    expect_contains(limited.output, "\"backend_threads\": " + std::to_string(threads));
+  }
 }
 
 TEST(DoctorCommand, SaysWhenOtherProcessesLoadTheMachine) {

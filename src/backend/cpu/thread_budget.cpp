@@ -18,7 +18,6 @@
 #include "tandem/runtime.h"
 
 namespace tandem::cpu {
-namespace fs = std::filesystem;
 
 std::optional<int> parse_procs_running(std::string_view proc_stat) {
   constexpr std::string_view kKey = "procs_running ";
@@ -118,19 +117,21 @@ class ThreadBudget {
     automatic_ = AutomaticThreads(usable);
     active_.store(usable, std::memory_order_relaxed);
     last_sample_ = 0;
+    samples_ = 0;
     next_sample_.store(0, std::memory_order_relaxed);
   }
 
   int setting() const { return setting_.load(std::memory_order_relaxed); }
   int usable() const { return usable_.load(std::memory_order_relaxed); }
 
-  // The threads for the next kernel; samples the machine when a period has passed (with a count
-  // set too: what the machine's other processes did is in the run's report).
+  // The threads for the next kernel; in automatic mode, samples the machine when a period has
+  // passed (a count given needs no sample: no /proc reads on the kernels' path).
   int threads() {
+    const int setting = setting_.load(std::memory_order_relaxed);
+    if (setting > 0) return setting;
     const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
     if (now >= next_sample_.load(std::memory_order_relaxed)) sample(now);
-    const int setting = setting_.load(std::memory_order_relaxed);
-    return setting > 0 ? setting : active_.load(std::memory_order_relaxed);
+    return active_.load(std::memory_order_relaxed);
   }
 
   double other_runnable() {
@@ -149,8 +150,12 @@ class ThreadBudget {
     last_sample_ = now;
     next_sample_.store(now + std::chrono::nanoseconds(kSamplePeriod).count(),
                        std::memory_order_relaxed);
-    const int usable = usable_cpu_cores();
-    usable_.store(usable, std::memory_order_relaxed);
+    // The affinity and the quota seldom change: read again once a second, not every sample
+    // (the cgroup files cost as much as the sample itself).
+    if (++samples_ % kSamplesPerUsableRead == 0) {
+      usable_.store(usable_cpu_cores(), std::memory_order_relaxed);
+    }
+    const int usable = usable_.load(std::memory_order_relaxed);
     const auto others = other_runnable_threads(usable);
     if (!others) return;  // no /proc: the full team
     const std::chrono::nanoseconds elapsed = previous == 0
@@ -164,7 +169,9 @@ class ThreadBudget {
   std::atomic<int> usable_{1};
   std::atomic<int> active_{1};
   std::atomic<std::int64_t> next_sample_{0};
+  static constexpr int kSamplesPerUsableRead = 10;
   std::int64_t last_sample_ = 0;  // under sampling_
+  int samples_ = 0;               // under sampling_
   AutomaticThreads automatic_{1};
 };
 

@@ -7,7 +7,8 @@
 // process holds up both (three `tandem train` at once on 2 cores took 115 s with 2 threads each,
 // 17 s with one: bench/RESULTS.md, 2026-12-07 "Shared machine").
 //
-// The machine is sampled from /proc at most every kSamplePeriod by whichever thread runs a kernel:
+// In automatic mode the machine is sampled from /proc at most every kSamplePeriod by whichever
+// thread runs a kernel:
 // the runnable threads of the whole machine (/proc/stat's procs_running) less this process's own
 // (/proc/self/task/*/stat), smoothed over about half a second.
 #include <chrono>

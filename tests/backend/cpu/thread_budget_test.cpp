@@ -103,11 +103,15 @@ TEST(ThreadBudget, AutomaticRunsOnOneThreadBesideABusyProcessPerCore) {
 TEST(ThreadBudget, AGivenCountHoldsWhateverTheLoad) {
   testing::ScopedThreadCount two(2);
   const testing::BusyProcesses busy(std::max(2, usable_cpu_cores()));
-  const CpuThreads state = run_kernels_until(
-      [](const CpuThreads& now) { return now.other_runnable >= 1; }, std::chrono::seconds(60));
-  EXPECT_GE(state.other_runnable, 1) << "the samples go on with a count given";
+  // Kernels over ten sample periods, each on the count given: nothing is sampled for it.
+  int samples = 0;
+  const CpuThreads state =
+      run_kernels_until([&](const CpuThreads& now) { return now.active != 2 || ++samples == 50; },
+                        std::chrono::seconds(60));
+  EXPECT_EQ(samples, 50);
   EXPECT_EQ(state.setting, 2);
   EXPECT_EQ(state.active, 2);
+  EXPECT_EQ(state.other_runnable, 0.0) << "no sample taken with a count given";
   EXPECT_EQ(num_threads(), 2);
 }
 
